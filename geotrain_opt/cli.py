@@ -1,0 +1,148 @@
+"""The ``geotrain-opt`` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from . import solvers
+from .describe import describe_evaluation, describe_instance, table
+from .errors import GeoTrainError
+from .evaluator import evaluate
+from .instance import OBJECTIVES, Instance, load_instance
+from .plan import Plan
+
+
+def _instance(args: argparse.Namespace) -> Instance:
+    inst = load_instance(args.instance)
+    changes = {}
+    if getattr(args, "objective", None):
+        changes["kind"] = args.objective
+    for name in ("lam", "max_time_s", "max_energy_j", "max_devices"):
+        v = getattr(args, name, None)
+        if v is not None:
+            changes[name] = v
+    return inst.with_options(**changes) if changes else inst
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    print(f"ok: {inst.name}: {inst.n} devices, {len(inst.regions)} regions, "
+          f"{inst.model.layers} layers, {inst.model.num_micro_batches} micro-batches")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    print(describe_instance(load_instance(args.instance)))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    plan = Plan.load(args.plan)
+    ev = evaluate(inst, plan)
+    if args.json:
+        print(json.dumps(ev.to_dict(), indent=2))
+    else:
+        print(describe_evaluation(inst, ev))
+    return 0 if ev.feasible else 1
+
+
+def _options(args: argparse.Namespace) -> solvers.SolveOptions:
+    hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
+    return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
+                                hint=hint, progress=not args.quiet)
+
+
+def _print_result(inst: Instance, res) -> None:
+    gap = "" if res.gap is None else f", gap {res.gap:.3%}"
+    print(f"{res.solver}: status {res.status}{gap}, {res.wall_s:.2f} s wall")
+    if res.plan is None:
+        print("no plan found")
+        return
+    p = res.plan
+    print(f"plan: D={p.replicas} x P={p.stages}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}")
+    for k, row in enumerate(p.grid):
+        print(f"  replica {k}: {' -> '.join(row)}")
+    print(describe_evaluation(inst, res.evaluation))
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    inst = _instance(args)
+    res = solvers.get(args.solver)(inst, _options(args))
+    if args.out:
+        res.save(args.out)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+    else:
+        _print_result(inst, res)
+        if args.out:
+            print(f"wrote {args.out}")
+    return 0 if res.plan is not None else 1
+
+
+def cmd_pareto(args: argparse.Namespace) -> int:
+    from .pareto import pareto_front
+    inst = _instance(args)
+    res = pareto_front(inst, args.solver, _options(args), points=args.points)
+    if args.out:
+        res.save(args.out)
+    rows = [[str(i), f"{r.evaluation.time_s:.6g}", f"{r.evaluation.energy_j:.6g}", r.status,
+             f"{r.plan.replicas}x{r.plan.stages}", str(len(r.plan.devices))] for i, r in enumerate(res.pareto)]
+    print(f"{args.solver}: {len(rows)} non-dominated plans ({res.status}), {res.wall_s:.2f} s")
+    print(table(rows, ["#", "T (s)", "E (J)", "status", "DxP", "devices"]))
+    return 0 if rows else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="geotrain-opt", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="check an instance file")
+    p.add_argument("instance")
+    p.set_defaults(fn=cmd_validate)
+    p = sub.add_parser("describe", help="summarise an instance: devices, links, whether the model fits")
+    p.add_argument("instance")
+    p.set_defaults(fn=cmd_describe)
+    p = sub.add_parser("evaluate", help="cost of a plan (exit 1 if infeasible)")
+    p.add_argument("instance")
+    p.add_argument("plan")
+    p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    p.set_defaults(fn=cmd_evaluate)
+    for name, fn, default in (("solve", cmd_solve, "cpsat"), ("pareto", cmd_pareto, "cpsat")):
+        p = sub.add_parser(name, help="find the best plan" if name == "solve" else "time-energy Pareto front")
+        p.add_argument("instance")
+        p.add_argument("--solver", default=default, help=f"one of {', '.join(solvers.names())} (default {default})")
+        p.add_argument("--objective", choices=OBJECTIVES, help="override the instance's objective")
+        p.add_argument("--lambda", dest="lam", type=float, help="weight of T in the weighted objective")
+        p.add_argument("--max-time-s", type=float, help="ε-constraint on T")
+        p.add_argument("--max-energy-j", type=float, help="ε-constraint on E")
+        p.add_argument("--max-devices", type=int, help="bound on the number of devices used")
+        p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--workers", type=int, default=2, help="solver threads (default 2)")
+        p.add_argument("--hint", help="plan or result JSON to warm-start from")
+        p.add_argument("--out", help="write the result JSON here")
+        p.add_argument("--quiet", action="store_true", help="no progress output")
+        if name == "solve":
+            p.add_argument("--json", action="store_true", help="print the result as JSON")
+        else:
+            p.add_argument("--points", type=int, default=12, help="ε-sweep points (default 12)")
+        p.set_defaults(fn=fn)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except GeoTrainError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

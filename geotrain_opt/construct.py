@@ -1,0 +1,101 @@
+"""Constructive pieces shared by describe, the solvers' seeding and the baselines."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .evaluator import BatchEvaluator
+from .instance import Instance
+from .plan import Plan
+
+
+def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, inflight: int) -> float:
+    """Bytes a device needs to hold stage ``j`` = layers [lo, hi) of a P-stage pipeline."""
+    a = inst.arrays
+    N = a.par_prefix[hi] - a.par_prefix[lo] + (a.emb_params if j == 0 else 0.0) + (a.head_params if j == P - 1 else 0.0)
+    act = a.act_prefix[hi] - a.act_prefix[lo] + (a.logits if j == P - 1 else 0.0)
+    return float(a.state_bytes * N + act * inflight)
+
+
+def inflight(inst: Instance, P: int, j: int, m: int) -> int:
+    return m if inst.arrays.gpipe else min(P - j, m)
+
+
+def greedy_memory_cuts(inst: Instance, caps: list[float], m: int) -> list[int] | None:
+    """Cut vector under which stage j fits in ``caps[j]``, or None.
+
+    Each stage takes as many layers as fit; since memory grows with a stage's
+    layers, taking more early never hurts later stages, so this finds a feasible
+    cut vector whenever one exists for these capacities.
+    """
+    P, L = len(caps), inst.model.layers
+    cuts, lo = [0], 0
+    for j in range(P - 1):
+        hi = lo
+        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, inflight(inst, P, j, m)) <= caps[j]:
+            hi += 1
+        if hi == lo:
+            return None
+        cuts.append(hi)
+        lo = hi
+    if stage_memory(inst, P, P - 1, lo, L, inflight(inst, P, P - 1, m)) > caps[-1]:
+        return None
+    cuts.append(L)
+    return cuts
+
+
+def uniform_cuts(L: int, P: int) -> list[int]:
+    return [round(j * L / P) for j in range(P + 1)]
+
+
+def split_micro_batches(M: int, D: int) -> list[int]:
+    base, extra = divmod(M, D)
+    return [base + (1 if k < extra else 0) for k in range(D)]
+
+
+def feasible_shapes(inst: Instance, max_devices: int | None = None) -> list[tuple[int, int]]:
+    """All (D, P) a plan may take: D*P <= devices, P <= layers, D admissible for the split."""
+    n = inst.n if max_devices is None else min(inst.n, max_devices)
+    if inst.options.max_devices is not None:
+        n = min(n, inst.options.max_devices)
+    M, L = inst.model.num_micro_batches, inst.model.layers
+    out = []
+    for D in range(1, n + 1):
+        if D > M or (inst.options.batch_split == "uniform" and M % D):
+            continue
+        for P in range(1, min(L, n // D) + 1):
+            out.append((D, P))
+    return out
+
+
+def smallest_feasible_plan(inst: Instance) -> Plan | None:
+    """A memory-feasible plan on as few devices as the greedy check finds.
+
+    Largest-memory devices first; stage j gets D devices and the capacity of the
+    smallest of them. Tried in order of D*P, so the result bounds from above the
+    fewest devices any plan needs.
+    """
+    a = inst.arrays
+    order = list(np.argsort(-a.mem_cap, kind="stable"))
+    ev = BatchEvaluator(inst)
+    for D, P in sorted(feasible_shapes(inst), key=lambda s: (s[0] * s[1], s[0])):
+        mbs = split_micro_batches(inst.model.num_micro_batches, D)
+        chosen = order[: D * P]
+        groups = [chosen[j * D:(j + 1) * D] for j in range(P)]
+        for arrangement in (groups, groups[1:] + groups[:1], groups[::-1]):
+            caps = [float(min(a.mem_cap[g] for g in grp)) for grp in arrangement]
+            cuts = greedy_memory_cuts(inst, caps, max(mbs))
+            if cuts is None:
+                continue
+            grid = np.array([[arrangement[j][k] for j in range(P)] for k in range(D)])
+            res = ev(grid[None], np.array([cuts]), np.array([mbs]))
+            if res.feasible[0]:
+                return Plan.from_indices(inst.ids, grid, cuts, mbs)
+    return None
+
+
+def count_plans(n: int, D: int, P: int, L: int) -> int:
+    """Ordered grids up to ring rotation, times cut vectors (split not included)."""
+    grids = math.perm(n, D * P) // D
+    return grids * math.comb(L - 1, P - 1)

@@ -1,0 +1,78 @@
+"""Human summaries of an instance, an evaluation and a solver result."""
+from __future__ import annotations
+
+from collections import Counter
+
+from . import units
+from .construct import smallest_feasible_plan
+from .evaluator import Evaluation, evaluate
+from .instance import Instance
+
+
+def _fmt_bytes(b: float) -> str:
+    return f"{b / units.GIB:,.2f} GiB"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(x).rjust(w) if i else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def describe_instance(inst: Instance) -> str:
+    m = inst.model
+    a = inst.arrays
+    out = [f"instance {inst.name}: {inst.n} devices in {len(inst.regions)} regions",
+           f"model: {m.preset or 'custom'}, {m.layers} layers, hidden {m.hidden}, heads {m.heads}, "
+           f"seq {m.seq_len}, vocab {m.vocab}, {m.total_params() / 1e9:.3f} B parameters; "
+           f"batch {m.global_batch} = {m.num_micro_batches} micro-batches of {m.micro_batch}",
+           f"options: schedule {inst.options.schedule}, batch split {inst.options.batch_split}, "
+           f"memory headroom {inst.options.memory_headroom:g}, objective {inst.objective.kind}", ""]
+    groups = Counter((d.region, d.type) for d in inst.devices)
+    rows = []
+    for (region, typ), cnt in sorted(groups.items()):
+        devs = [d for d in inst.devices if d.region == region and d.type == typ]
+        rows.append([region, typ, str(cnt), f"{sum(d.speed for d in devs) / 1e12:,.1f}",
+                     _fmt_bytes(sum(d.mem_bytes for d in devs))])
+    rows.append(["total", "", str(inst.n), f"{a.speed.sum() / 1e12:,.1f}",
+                 _fmt_bytes(sum(d.mem_bytes for d in inst.devices))])
+    out.append(table(rows, ["region", "type", "count", "TFLOP/s achievable", "memory"]))
+    out.append("")
+    regs = inst.regions
+    if len(regs) > 1:
+        link_rows = []
+        first = {r: next(i for i, d in enumerate(inst.devices) if d.region == r) for r in regs}
+        for i, r1 in enumerate(regs):
+            for r2 in regs[i + 1:]:
+                u, v = first[r1], first[r2]
+                link_rows.append([f"{r1} - {r2}", f"{inst.alpha[u, v] * 1e3:g}",
+                                  f"{inst.beta[u, v] / units.GBIT_PER_S:g}"])
+        out.append(table(link_rows, ["regions", "latency ms", "bandwidth Gbit/s"]))
+        out.append("")
+    need = a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)
+    out.append(f"training state of the whole model: {_fmt_bytes(need)} "
+               f"(usable memory in total: {_fmt_bytes(a.mem_cap.sum())})")
+    plan = smallest_feasible_plan(inst)
+    if plan is None:
+        out.append("fits: no plan found by the memory-aware greedy check (the model may not fit)")
+    else:
+        out.append(f"fits: yes, on as few as {len(plan.devices)} devices "
+                   f"(D={plan.replicas} x P={plan.stages}, cuts {list(plan.cuts)}, "
+                   f"devices {', '.join(plan.devices)})")
+    return "\n".join(out)
+
+
+def describe_evaluation(inst: Instance, ev: Evaluation) -> str:
+    out = [f"feasible: {'yes' if ev.feasible else 'NO'}"
+           + ("" if ev.within_limits else "   (objective limits violated)"),
+           f"iteration time T  = {ev.time_s:.6g} s  (pipeline {ev.pipeline_s:.6g} s + all-reduce {ev.allreduce_s:.6g} s)",
+           f"energy E          = {ev.energy_j:.6g} J  (busy {ev.busy_j:.6g} + wait {ev.wait_j:.6g} + network {ev.network_j:.6g})",
+           f"cross-region data = {ev.cross_region_bytes / 1e9:.6g} GB per iteration"]
+    rows = [[g, _fmt_bytes(b), _fmt_bytes(inst.arrays.mem_cap[inst.index[g]])] for g, b in ev.memory_bytes.items()]
+    out.append(table(rows, ["device", "memory", "usable"]))
+    for v in ev.violations + ev.limit_violations:
+        out.append(f"violation: {v}")
+    return "\n".join(out)
+
+
+__all__ = ["describe_instance", "describe_evaluation", "evaluate", "table"]

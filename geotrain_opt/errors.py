@@ -1,0 +1,28 @@
+"""Errors that reach the user as one clear line, never as a traceback."""
+from __future__ import annotations
+
+
+class GeoTrainError(Exception):
+    """Base class: the CLI prints ``str(err)`` and exits non-zero."""
+
+
+class InstanceError(GeoTrainError):
+    """A malformed or inconsistent instance; ``field`` is the dotted path of the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"instance: {field}: {message}")
+
+
+class PlanError(GeoTrainError):
+    """A plan file that cannot even be evaluated (wrong shape, unknown device)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"plan: {field}: {message}")
+
+
+class SolverError(GeoTrainError):
+    """A solver refused the request (instance too large for brute force, bad option)."""

@@ -1,0 +1,282 @@
+"""The cost model of PROBLEM.md §3, twice: a literal reference and a batched path.
+
+``evaluate`` follows the contract term by term in plain Python so that a reader
+can check it against the text; ``BatchEvaluator`` computes the same numbers for
+many plans of one (D, P) shape at once with numpy and is what solvers call in
+their hot loops. A property test keeps the two equal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .instance import Instance
+from .plan import Plan
+
+
+@dataclass
+class Evaluation:
+    feasible: bool
+    violations: list[str]
+    time_s: float
+    energy_j: float
+    pipeline_s: float                 # max_k T_k
+    allreduce_s: float                # max_j R_j
+    busy_j: float
+    wait_j: float
+    network_j: float
+    memory_bytes: dict[str, float]
+    replica_times_s: list[float] = field(default_factory=list)
+    stage_allreduce_s: list[float] = field(default_factory=list)
+    cross_region_bytes: float = 0.0
+    within_limits: bool = True        # ε-constraints and max_devices of the objective
+    limit_violations: list[str] = field(default_factory=list)
+
+    @property
+    def acceptable(self) -> bool:
+        return self.feasible and self.within_limits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "feasible": self.feasible, "violations": list(self.violations),
+            "time_s": self.time_s, "energy_j": self.energy_j,
+            "pipeline_s": self.pipeline_s, "allreduce_s": self.allreduce_s,
+            "busy_j": self.busy_j, "wait_j": self.wait_j, "network_j": self.network_j,
+            "memory_bytes": dict(self.memory_bytes),
+            "replica_times_s": list(self.replica_times_s),
+            "stage_allreduce_s": list(self.stage_allreduce_s),
+            "cross_region_bytes": self.cross_region_bytes,
+            "within_limits": self.within_limits, "limit_violations": list(self.limit_violations),
+        }
+
+
+def evaluate(inst: Instance, plan: Plan) -> Evaluation:
+    """Evaluate one plan exactly as PROBLEM.md §3 states it."""
+    m = inst.model
+    a = inst.arrays
+    P, D = plan.stages, plan.replicas
+    g_idx = plan.grid_indices(inst.index)
+    c = plan.cuts
+    mk = plan.micro_batches
+    A = a.A
+    violations: list[str] = []
+
+    # -- validity of grid, cuts and split (§2, §1.4)
+    flat = [g for row in plan.grid for g in row]
+    dup = sorted({g for g in flat if flat.count(g) > 1})
+    if dup:
+        violations.append(f"grid: device(s) used twice: {', '.join(dup)}")
+    if c[0] != 0 or c[-1] != m.layers or any(c[j + 1] <= c[j] for j in range(P)):
+        violations.append(f"cuts: need 0 = c_0 < c_1 < ... < c_P = {m.layers}, got {list(c)}")
+    if any(x < 1 for x in mk) or sum(mk) != a.M:
+        violations.append(f"micro_batches: need positive integers summing to M = {a.M}, got {list(mk)}")
+    if a.uniform and len(set(mk)) > 1:
+        violations.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {a.M / D:g}")
+
+    # -- per-stage work W_j, parameters N_j, activations act_j
+    W, N, act = [], [], []
+    for j in range(P):
+        lo, hi = c[j], c[j + 1]
+        W.append(float(a.w_prefix[hi] - a.w_prefix[lo]) + (a.head_work if j == P - 1 else 0.0))
+        N.append(float(a.par_prefix[hi] - a.par_prefix[lo]) + (a.emb_params if j == 0 else 0.0)
+                 + (a.head_params if j == P - 1 else 0.0))
+        act.append(float(a.act_prefix[hi] - a.act_prefix[lo]) + (a.logits if j == P - 1 else 0.0))
+
+    t = [[W[j] / a.speed[g_idx[k][j]] for j in range(P)] for k in range(D)]
+
+    # -- pipelines
+    Tk = []
+    for k in range(D):
+        links = [(g_idx[k][j], g_idx[k][j + 1]) for j in range(P - 1)]
+        occ = [A * a.inv_beta[u, v] for u, v in links]
+        x = [a.alpha[u, v] + o for (u, v), o in zip(links, occ)]
+        tau = max(max(t[k]), max(occ, default=0.0))
+        Tk.append(sum(t[k]) + 2.0 * sum(x) + (mk[k] - 1) * tau)
+
+    # -- data-parallel rings
+    R = []
+    for j in range(P):
+        if D == 1:
+            R.append(0.0)
+            continue
+        edges = [(g_idx[k][j], g_idx[(k + 1) % D][j]) for k in range(D)]
+        inv_bmin = max(a.inv_beta[u, v] for u, v in edges)
+        amax = max(a.alpha[u, v] for u, v in edges)
+        R.append(2.0 * (D - 1) / D * a.grad_bytes * N[j] * inv_bmin + 2.0 * (D - 1) * amax)
+
+    pipeline = max(Tk)
+    allreduce = max(R)
+    T = pipeline + allreduce
+
+    # -- energy
+    busy = wait = 0.0
+    for k in range(D):
+        for j in range(P):
+            g = g_idx[k][j]
+            U = mk[k] * t[k][j]
+            busy += a.p_busy[g] * U
+            wait += a.p_wait[g] * (T - U)
+    cross = 0.0
+    for k in range(D):
+        for j in range(P - 1):
+            if a.cross[g_idx[k][j], g_idx[k][j + 1]]:
+                cross += 2.0 * mk[k] * A
+    for j in range(P):
+        if D > 1:
+            for k in range(D):
+                if a.cross[g_idx[k][j], g_idx[(k + 1) % D][j]]:
+                    cross += 2.0 * (D - 1) / D * a.grad_bytes * N[j]
+    network = a.net_j_per_byte * cross
+    E = busy + wait + network
+
+    # -- memory
+    memory: dict[str, float] = {}
+    for k in range(D):
+        for j in range(P):
+            g = g_idx[k][j]
+            inflight = mk[k] if a.gpipe else min(P - j, mk[k])
+            mem = a.state_bytes * N[j] + act[j] * inflight
+            memory[plan.grid[k][j]] = mem
+            if mem > a.mem_cap[g]:
+                violations.append(f"memory: {plan.grid[k][j]} (replica {k}, stage {j}) needs "
+                                  f"{mem / 2**30:.3f} GiB > usable {a.mem_cap[g] / 2**30:.3f} GiB")
+
+    limits = limit_violations(inst, T, E, len(set(flat)))
+    return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
+                      memory, Tk, R, cross, not limits, limits)
+
+
+def limit_violations(inst: Instance, T: float, E: float, n_devices: int) -> list[str]:
+    obj, opt = inst.objective, inst.options
+    out = []
+    if obj.max_time_s is not None and T > obj.max_time_s * (1 + 1e-12):
+        out.append(f"max_time_s: T = {T:.6g} s > {obj.max_time_s:g} s")
+    if obj.max_energy_j is not None and E > obj.max_energy_j * (1 + 1e-12):
+        out.append(f"max_energy_j: E = {E:.6g} J > {obj.max_energy_j:g} J")
+    if opt.max_devices is not None and n_devices > opt.max_devices:
+        out.append(f"max_devices: {n_devices} devices > {opt.max_devices}")
+    return out
+
+
+# --------------------------------------------------------------------- batched
+@dataclass
+class BatchResult:
+    """Arrays over the batch (first axis = plan)."""
+
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    feasible: np.ndarray       # grid/cuts/split valid and memory fits
+    pipeline_s: np.ndarray
+    allreduce_s: np.ndarray
+    busy_j: np.ndarray
+    wait_j: np.ndarray
+    network_j: np.ndarray
+    memory: np.ndarray         # (n, D, P) bytes
+    within_limits: np.ndarray
+
+    @property
+    def acceptable(self) -> np.ndarray:
+        return self.feasible & self.within_limits
+
+
+class BatchEvaluator:
+    """Evaluate many plans of one instance and one (D, P) shape with numpy.
+
+    ``grid`` is ``(n, D, P)`` device indices, ``cuts`` ``(n, P+1)``, ``mb`` ``(n, D)``.
+    """
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        self.a = inst.arrays
+        self.calls = 0
+        self.plans = 0
+
+    def __call__(self, grid: np.ndarray, cuts: np.ndarray, mb: np.ndarray) -> BatchResult:
+        a = self.a
+        grid = np.asarray(grid, dtype=np.int64)
+        cuts = np.asarray(cuts, dtype=np.int64)
+        mb = np.asarray(mb, dtype=np.int64)
+        n, D, P = grid.shape
+        self.calls += 1
+        self.plans += n
+        lo, hi = cuts[:, :-1], cuts[:, 1:]
+        W = a.w_prefix[hi] - a.w_prefix[lo]
+        N = a.par_prefix[hi] - a.par_prefix[lo]
+        act = a.act_prefix[hi] - a.act_prefix[lo]
+        W[:, -1] += a.head_work
+        N[:, 0] += a.emb_params
+        N[:, -1] += a.head_params
+        act[:, -1] += a.logits
+
+        t = W[:, None, :] / a.speed[grid]                       # (n, D, P)
+        mbf = mb.astype(float)
+        if P > 1:
+            u, v = grid[:, :, :-1], grid[:, :, 1:]
+            occ = a.A * a.inv_beta[u, v]                         # (n, D, P-1)
+            x = a.alpha[u, v] + occ
+            tau = np.maximum(t.max(axis=2), occ.max(axis=2))
+            Tk = t.sum(axis=2) + 2.0 * x.sum(axis=2) + (mbf - 1.0) * tau
+            cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
+        else:
+            Tk = t[:, :, 0] * mbf
+            cross_pipe = np.zeros(n)
+        if D > 1:
+            nxt = np.roll(grid, -1, axis=1)
+            gradb = 2.0 * (D - 1) / D * a.grad_bytes * N        # (n, P)
+            R = gradb * a.inv_beta[grid, nxt].max(axis=1) + 2.0 * (D - 1) * a.alpha[grid, nxt].max(axis=1)
+            cross_ring = (a.cross[grid, nxt].sum(axis=1) * gradb).sum(axis=1)
+        else:
+            R = np.zeros((n, P))
+            cross_ring = np.zeros(n)
+        pipeline = Tk.max(axis=1)
+        allreduce = R.max(axis=1)
+        T = pipeline + allreduce
+        U = mbf[:, :, None] * t
+        pb, pw = a.p_busy[grid], a.p_wait[grid]
+        busy = (pb * U).sum(axis=(1, 2))
+        wait = (pw * (T[:, None, None] - U)).sum(axis=(1, 2))
+        network = a.net_j_per_byte * (cross_pipe + cross_ring)
+        E = busy + wait + network
+
+        if a.gpipe:
+            inflight = np.broadcast_to(mbf[:, :, None], (n, D, P))
+        else:
+            inflight = np.minimum((P - np.arange(P))[None, None, :], mbf[:, :, None])
+        mem = a.state_bytes * N[:, None, :] + act[:, None, :] * inflight
+        ok = (mem <= a.mem_cap[grid]).all(axis=(1, 2))
+        ok &= (np.diff(cuts, axis=1) > 0).all(axis=1) & (cuts[:, 0] == 0) & (cuts[:, -1] == a.L)
+        ok &= (mb >= 1).all(axis=1) & (mb.sum(axis=1) == a.M)
+        if a.uniform:
+            ok &= (mb == mb[:, :1]).all(axis=1)
+        flat = np.sort(grid.reshape(n, -1), axis=1)
+        ok &= (np.diff(flat, axis=1) != 0).all(axis=1)
+        return BatchResult(T, E, ok, pipeline, allreduce, busy, wait, network, mem,
+                           self._limits(T, E, D * P))
+
+    def _limits(self, T: np.ndarray, E: np.ndarray, n_dev: int) -> np.ndarray:
+        obj, opt = self.inst.objective, self.inst.options
+        ok = np.ones(T.shape, dtype=bool)
+        if obj.max_time_s is not None:
+            ok &= T <= obj.max_time_s * (1 + 1e-12)
+        if obj.max_energy_j is not None:
+            ok &= E <= obj.max_energy_j * (1 + 1e-12)
+        if opt.max_devices is not None and n_dev > opt.max_devices:
+            ok[:] = False
+        return ok
+
+    def evaluate_plans(self, plans: list[Plan]) -> list[BatchResult | None]:
+        """Convenience: group plans by shape; returns one single-row result per plan."""
+        out: list[Any] = [None] * len(plans)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, p in enumerate(plans):
+            groups.setdefault((p.replicas, p.stages), []).append(i)
+        for (_D, _P), members in groups.items():
+            grid = np.stack([plans[i].grid_indices(self.inst.index) for i in members])
+            cuts = np.array([plans[i].cuts for i in members])
+            mb = np.array([plans[i].micro_batches for i in members])
+            res = self(grid, cuts, mb)
+            for row, i in enumerate(members):
+                out[i] = BatchResult(*(np.asarray(getattr(res, f))[row:row + 1] for f in res.__dataclass_fields__))
+        return out

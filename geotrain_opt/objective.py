@@ -1,0 +1,56 @@
+"""Objectives of PROBLEM.md §4 as sort keys shared by every solver."""
+from __future__ import annotations
+
+import numpy as np
+
+from .instance import Objective
+
+# Lexicographic tie-breaks compare primary values within this relative tolerance,
+# so that float noise between two methods does not decide a tie.
+TIE_RTOL = 1e-9
+
+
+def primary(obj: Objective, T, E):
+    """The scalar that is minimised first (works on floats and numpy arrays)."""
+    if obj.kind == "time":
+        return T
+    if obj.kind == "energy":
+        return E
+    return obj.lam * np.asarray(T) / obj.time_ref_s + (1.0 - obj.lam) * np.asarray(E) / obj.energy_ref_j
+
+
+def secondary(obj: Objective, T, E):
+    """The tie-breaker: E for time, T for energy, T for weighted."""
+    return E if obj.kind == "time" else T
+
+
+def key(obj: Objective, T: float, E: float) -> tuple[float, float]:
+    return float(primary(obj, T, E)), float(secondary(obj, T, E))
+
+
+def better(obj: Objective, a: tuple[float, float], b: tuple[float, float] | None) -> bool:
+    """True when key ``a`` beats key ``b`` (None = no incumbent)."""
+    if b is None:
+        return True
+    if a[0] < b[0] * (1 - TIE_RTOL) - 1e-300:
+        return True
+    if a[0] <= b[0] * (1 + TIE_RTOL):
+        return a[1] < b[1] * (1 - TIE_RTOL)
+    return False
+
+
+def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Pareto dominance on (T, E)."""
+    return a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+
+
+def pareto_filter(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the non-dominated points, sorted by T."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front: list[int] = []
+    best_e = float("inf")
+    for i in order:
+        if points[i][1] < best_e * (1 - TIE_RTOL):
+            front.append(i)
+            best_e = points[i][1]
+    return front

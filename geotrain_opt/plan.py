@@ -1,0 +1,98 @@
+"""The plan every solver returns (PROBLEM.md §2) and its JSON form."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import PlanError
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``grid[k][j]`` is the device id of replica ``k``, stage ``j``."""
+
+    grid: tuple[tuple[str, ...], ...]
+    cuts: tuple[int, ...]
+    micro_batches: tuple[int, ...]
+
+    @property
+    def stages(self) -> int:
+        return len(self.grid[0])
+
+    @property
+    def replicas(self) -> int:
+        return len(self.grid)
+
+    @property
+    def devices(self) -> list[str]:
+        return [g for row in self.grid for g in row]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stages": self.stages, "replicas": self.replicas,
+                "grid": [list(r) for r in self.grid], "cuts": list(self.cuts),
+                "micro_batches": list(self.micro_batches)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @staticmethod
+    def make(grid: Sequence[Sequence[str]], cuts: Sequence[int], micro_batches: Sequence[int]) -> "Plan":
+        return Plan(tuple(tuple(str(g) for g in row) for row in grid), tuple(int(c) for c in cuts),
+                    tuple(int(m) for m in micro_batches))
+
+    @staticmethod
+    def from_dict(d: Any) -> "Plan":
+        if not isinstance(d, dict):
+            raise PlanError("<root>", "expected a JSON object with grid, cuts, micro_batches")
+        for key in ("grid", "cuts", "micro_batches"):
+            if key not in d:
+                raise PlanError(key, "missing required field")
+        grid = d["grid"]
+        if not isinstance(grid, list) or not grid or not all(isinstance(r, list) and r for r in grid):
+            raise PlanError("grid", "expected a non-empty list of non-empty lists of device ids")
+        if len({len(r) for r in grid}) != 1:
+            raise PlanError("grid", "every replica (row) must have the same number of stages")
+        for key in ("cuts", "micro_batches"):
+            v = d[key]
+            if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise PlanError(key, "expected a list of integers")
+        plan = Plan.make(grid, d["cuts"], d["micro_batches"])
+        if "stages" in d and d["stages"] != plan.stages:
+            raise PlanError("stages", f"says {d['stages']} but the grid has {plan.stages} columns")
+        if "replicas" in d and d["replicas"] != plan.replicas:
+            raise PlanError("replicas", f"says {d['replicas']} but the grid has {plan.replicas} rows")
+        if len(plan.cuts) != plan.stages + 1:
+            raise PlanError("cuts", f"expected {plan.stages + 1} cut points for {plan.stages} stages, got {len(plan.cuts)}")
+        if len(plan.micro_batches) != plan.replicas:
+            raise PlanError("micro_batches", f"expected {plan.replicas} entries (one per replica), got {len(plan.micro_batches)}")
+        return plan
+
+    @staticmethod
+    def load(path: str | Path) -> "Plan":
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise PlanError("<file>", f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PlanError("<file>", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        if isinstance(d, dict) and "plan" in d and "grid" not in d:
+            d = d["plan"]   # a solver result file holds its plan under "plan"
+        return Plan.from_dict(d)
+
+    # ---- index form used by the vectorised evaluator and the solvers
+    def grid_indices(self, index: dict[str, int]) -> np.ndarray:
+        try:
+            return np.array([[index[g] for g in row] for row in self.grid], dtype=np.int64)
+        except KeyError as e:
+            raise PlanError("grid", f"unknown device id {e.args[0]!r}") from None
+
+    @staticmethod
+    def from_indices(ids: Sequence[str], grid: Any, cuts: Any, micro_batches: Any) -> "Plan":
+        return Plan.make([[ids[int(g)] for g in row] for row in np.asarray(grid)],
+                         [int(c) for c in cuts], [int(m) for m in micro_batches])

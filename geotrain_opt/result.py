@@ -1,0 +1,77 @@
+"""The one result type every solver returns (PROBLEM.md §5)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .evaluator import Evaluation, evaluate
+from .instance import Instance
+from .plan import Plan
+
+STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "unknown", "heuristic")
+
+
+@dataclass
+class SolverResult:
+    solver: str
+    status: str
+    plan: Plan | None
+    evaluation: Evaluation | None
+    objective: str
+    objective_value: float | None = None
+    best_bound: float | None = None
+    seed: int | None = None
+    wall_s: float = 0.0
+    settings: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    pareto: list["SolverResult"] = field(default_factory=list)
+
+    @property
+    def gap(self) -> float | None:
+        if self.objective_value is None or self.best_bound is None:
+            return None
+        if self.objective_value == 0:
+            return 0.0
+        return max(0.0, (self.objective_value - self.best_bound) / abs(self.objective_value))
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "solver": self.solver, "status": self.status, "objective": self.objective,
+            "objective_value": self.objective_value, "best_bound": self.best_bound, "gap": self.gap,
+            "seed": self.seed, "wall_s": self.wall_s, "settings": self.settings, "stats": self.stats,
+            "plan": self.plan.to_dict() if self.plan else None,
+            "evaluation": self.evaluation.to_dict() if self.evaluation else None,
+        }
+        if self.pareto:
+            d["pareto"] = [p.to_dict() for p in self.pareto]
+        return d
+
+    def save(self, path: str | Path) -> None:
+        # Write to a temporary name first so an interrupted write never leaves half a file.
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        tmp.replace(p)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any], inst: Instance | None = None) -> "SolverResult":
+        plan = Plan.from_dict(d["plan"]) if d.get("plan") else None
+        ev = None
+        if plan is not None and inst is not None:
+            ev = evaluate(inst, plan)
+        elif d.get("evaluation"):
+            e = d["evaluation"]
+            ev = Evaluation(**{k: e[k] for k in Evaluation.__dataclass_fields__ if k in e})
+        return SolverResult(
+            solver=d["solver"], status=d["status"], plan=plan, evaluation=ev,
+            objective=d["objective"], objective_value=d.get("objective_value"),
+            best_bound=d.get("best_bound"), seed=d.get("seed"), wall_s=d.get("wall_s", 0.0),
+            settings=d.get("settings", {}), stats=d.get("stats", {}),
+            pareto=[SolverResult.from_dict(p, inst) for p in d.get("pareto", [])],
+        )
+
+    @staticmethod
+    def load(path: str | Path, inst: Instance | None = None) -> "SolverResult":
+        return SolverResult.from_dict(json.loads(Path(path).read_text()), inst)

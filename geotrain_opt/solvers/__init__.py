@@ -1,0 +1,32 @@
+"""Solver registry: every entry takes (instance, SolveOptions) and returns a SolverResult."""
+from __future__ import annotations
+
+from importlib import import_module
+
+from ..errors import SolverError
+from .base import SolveOptions, SolverFn
+
+# name -> module holding ``solve``; imported lazily so that `evaluate` never pays for OR-Tools.
+_REGISTRY = {
+    "bruteforce": "geotrain_opt.solvers.bruteforce",
+    "cpsat": "geotrain_opt.solvers.cpsat",
+    "milp": "geotrain_opt.solvers.milp",
+}
+EXACT = ("bruteforce", "cpsat", "milp")
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get(name: str) -> SolverFn:
+    if name not in _REGISTRY:
+        raise SolverError(f"unknown solver {name!r} (known: {', '.join(_REGISTRY)})")
+    return import_module(_REGISTRY[name]).solve
+
+
+def register(name: str, module: str) -> None:
+    _REGISTRY[name] = module
+
+
+__all__ = ["EXACT", "SolveOptions", "get", "names", "register"]

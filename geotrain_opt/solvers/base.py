@@ -1,0 +1,88 @@
+"""What every solver shares: its options, the incumbent it keeps, the result it returns.
+
+A solver is a function ``solve(inst, opts) -> SolverResult`` registered by name in
+:mod:`geotrain_opt.solvers`; this mirrors scikit-learn's one interface for many
+algorithms, so the CLI, the benchmark harness and the verifier treat them alike.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from .. import objective as objmod
+from ..evaluator import evaluate
+from ..instance import Instance
+from ..plan import Plan
+from ..result import SolverResult
+
+
+@dataclass
+class SolveOptions:
+    time_limit_s: float = 60.0
+    seed: int = 0
+    workers: int = 2
+    hint: Plan | None = None            # warm start (a heuristic's plan)
+    progress: bool = False
+    max_plans: int = 2_000_000          # brute force refuses larger instances
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["hint"] = self.hint.to_dict() if self.hint else None
+        return d
+
+
+class Deadline:
+    """Wall-clock budget; solvers poll it and return their best plan when it expires."""
+
+    def __init__(self, seconds: float) -> None:
+        self.start = time.perf_counter()
+        self.seconds = seconds
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.seconds - self.elapsed)
+
+    @property
+    def expired(self) -> bool:
+        return self.elapsed >= self.seconds
+
+
+class Incumbent:
+    """Best plan so far under the instance's objective (with ε-limits enforced)."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        self.key: tuple[float, float] | None = None
+        self.plan: Plan | None = None
+        self.T = self.E = float("inf")
+
+    def offer(self, plan: Plan, T: float, E: float) -> bool:
+        k = objmod.key(self.inst.objective, T, E)
+        if objmod.better(self.inst.objective, k, self.key):
+            self.key, self.plan, self.T, self.E = k, plan, T, E
+            return True
+        return False
+
+
+def finish(name: str, inst: Instance, opts: SolveOptions, plan: Plan | None, status: str,
+           deadline: Deadline, best_bound: float | None = None, stats: dict | None = None) -> SolverResult:
+    """Re-evaluate the plan with the reference evaluator and wrap it as a result."""
+    ev = evaluate(inst, plan) if plan is not None else None
+    value = None
+    if ev is not None:
+        value = float(objmod.primary(inst.objective, ev.time_s, ev.energy_j))
+    if best_bound is not None and value is not None and status == "optimal":
+        best_bound = min(best_bound, value)
+    return SolverResult(solver=name, status=status, plan=plan, evaluation=ev,
+                        objective=inst.objective.kind, objective_value=value, best_bound=best_bound,
+                        seed=opts.seed, wall_s=deadline.elapsed, settings=opts.settings(),
+                        stats=stats or {})
+
+
+SolverFn = Callable[[Instance, SolveOptions], SolverResult]

@@ -1,0 +1,117 @@
+"""Brute force: every plan up to ring rotation, through the batched evaluator.
+
+Ground truth for tests on tiny instances. Rotating the replicas of a plan (and its
+split with them) gives the same ring edges and the same costs, so only grids whose
+replica 0 holds the smallest stage-0 device are enumerated; nothing else is
+pruned.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .. import objective as objmod
+from ..construct import feasible_shapes
+from ..errors import SolverError
+from ..evaluator import BatchEvaluator
+from ..instance import Instance
+from ..plan import Plan
+from ..result import SolverResult
+from .base import Deadline, SolveOptions, finish
+
+CHUNK = 100_000
+
+
+def splits(inst: Instance, D: int) -> np.ndarray:
+    M = inst.model.num_micro_batches
+    if inst.options.batch_split == "uniform":
+        return np.full((1, D), M // D, dtype=np.int64)
+    # compositions of M into D positive parts: choose D-1 bars among M-1 gaps
+    rows = [np.diff([0, *bars, M]) for bars in itertools.combinations(range(1, M), D - 1)]
+    return np.array(rows, dtype=np.int64).reshape(-1, D)
+
+
+def plan_count(inst: Instance) -> int:
+    """How many plans brute force would evaluate."""
+    total = 0
+    n, L, M = inst.n, inst.model.layers, inst.model.num_micro_batches
+    free = inst.options.batch_split == "free"
+    for D, P in feasible_shapes(inst):
+        s = math.comb(M - 1, D - 1) if free else 1
+        total += math.perm(n, D * P) // D * math.comb(L - 1, P - 1) * s
+    return total
+
+
+def _grids(n: int, D: int, P: int) -> np.ndarray:
+    perms = np.array(list(itertools.permutations(range(n), D * P)), dtype=np.int64).reshape(-1, D, P)
+    if D > 1:
+        keep = (perms[:, :1, 0] < perms[:, 1:, 0]).all(axis=1)
+        perms = perms[keep]
+    return perms
+
+
+def enumerate_shape(inst: Instance, D: int, P: int):
+    """Yield (grid, cuts, mb) chunks covering every plan of shape (D, P)."""
+    L = inst.model.layers
+    grids = _grids(inst.n, D, P)
+    cuts = np.array([[0, *c, L] for c in itertools.combinations(range(1, L), P - 1)], dtype=np.int64)
+    sp = splits(inst, D)
+    # index space: grid x cut x split, walked in chunks
+    total = len(grids) * len(cuts) * len(sp)
+    for start in range(0, total, CHUNK):
+        idx = np.arange(start, min(total, start + CHUNK))
+        gi, rest = np.divmod(idx, len(cuts) * len(sp))
+        ci, si = np.divmod(rest, len(sp))
+        yield grids[gi], cuts[ci], sp[si]
+
+
+def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+    count = plan_count(inst)
+    if count > opts.max_plans:
+        raise SolverError(f"bruteforce: instance {inst.name} has {count:,} plans, over the limit of "
+                          f"{opts.max_plans:,}; use --solver cpsat or milp")
+    deadline = Deadline(opts.time_limit_s)
+    ev = BatchEvaluator(inst)
+    obj = inst.objective
+    best_key: tuple[float, float] | None = None
+    best_plan: Plan | None = None
+    status = "optimal"
+    front: list[tuple[float, float, Plan]] = []
+    want_front = bool(opts.extra.get("pareto"))
+    for D, P in feasible_shapes(inst):
+        for grid, cuts, mb in enumerate_shape(inst, D, P):
+            if deadline.expired:
+                status = "time_limit"
+                break
+            res = ev(grid, cuts, mb)
+            ok = np.flatnonzero(res.acceptable)
+            if ok.size == 0:
+                continue
+            T, E = res.time_s[ok], res.energy_j[ok]
+            if want_front:
+                for i in objmod.pareto_filter(list(zip(T.tolist(), E.tolist()))):
+                    r = ok[i]
+                    front.append((float(T[i]), float(E[i]), Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r])))
+            p = np.asarray(objmod.primary(obj, T, E), dtype=float)
+            s = np.asarray(objmod.secondary(obj, T, E), dtype=float)
+            pmin = p.min()
+            ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
+            i = ties[np.argmin(s[ties])]
+            k = (float(p[i]), float(s[i]))
+            if objmod.better(obj, k, best_key):
+                best_key = k
+                r = ok[i]
+                best_plan = Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r])
+        if status == "time_limit":
+            break
+    if best_plan is None and status == "optimal":
+        status = "infeasible"
+    result = finish("bruteforce", inst, opts, best_plan, status, deadline,
+                    best_bound=best_key[0] if (best_key and status == "optimal") else None,
+                    stats={"plans_evaluated": ev.plans, "plans_total": count})
+    if want_front and front:
+        keep = objmod.pareto_filter([(t, e) for t, e, _ in front])
+        result.pareto = [finish("bruteforce", inst, opts, front[i][2], status, deadline) for i in keep]
+    return result

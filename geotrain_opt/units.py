@@ -1,0 +1,23 @@
+"""The one place where people's units (ms, Gbit/s, GiB, TFLOP/s) become SI."""
+from __future__ import annotations
+
+MS = 1e-3                 # seconds per millisecond
+GBIT_PER_S = 1e9 / 8.0    # bytes/s per Gbit/s
+GIB = float(2**30)        # bytes per GiB
+TFLOPS = 1e12             # FLOP/s per TFLOP/s
+
+
+def ms_to_s(x: float) -> float:
+    return x * MS
+
+
+def gbps_to_bytes_per_s(x: float) -> float:
+    return x * GBIT_PER_S
+
+
+def gib_to_bytes(x: float) -> float:
+    return x * GIB
+
+
+def tflops_to_flops(x: float) -> float:
+    return x * TFLOPS
