@@ -1,0 +1,333 @@
+"""The exact model of one (D, P) shape, written once for two back ends.
+
+The mathematics is in formulations/exact.md; the names below follow it. A back
+end (CP-SAT or PuLP) only knows how to make variables, how to state
+``lhs >= sum(coef * var) + const`` or ``sum(coef * var) <= rhs`` under
+enforcement literals (CP-SAT: ``only_enforce_if``; MILP: big-M from variable
+bounds) and how to minimise. Every continuous quantity is declared with a
+*unit*: CP-SAT stores it as an integer multiple of that unit and rounds each
+coefficient up (so the model never under-estimates a plan's cost), the MILP
+stores value/unit as a continuous variable for numerical balance.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..instance import Instance
+
+Terms = list[tuple[float, Any]]
+
+
+class Backend(Protocol):
+    def boolean(self, name: str) -> Any: ...
+    def integer(self, name: str, lo: int, hi: int) -> Any: ...
+    def real(self, name: str, ub: float, unit: float) -> Any: ...
+    def ge(self, lhs: Any, terms: Terms, const: float = 0.0, enforce: tuple = ()) -> None: ...
+    def le(self, terms: Terms, rhs: float, unit: float, enforce: tuple = ()) -> None: ...
+    def eq_int(self, terms: list[tuple[int, Any]], rhs: int) -> None: ...
+    def minimize(self, terms: Terms) -> None: ...
+    def hint(self, var: Any, value: float) -> None: ...
+
+
+@dataclass
+class Shape:
+    """Variables of a built (D, P) model, kept so a solution can be read back."""
+
+    D: int
+    P: int
+    x: dict[tuple[int, int, int], Any]       # device g at replica k, stage j
+    n_layers: list[Any] | None               # identical layers: layers per stage
+    y: dict[tuple[int, int], Any] | None     # per-layer overrides: layer l in stage j
+    mb: list[Any] | None                     # free split: one-hot mu[k][v-1]
+    T: Any
+    E_terms: Terms
+    obj_terms: Terms
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _identical_layers(inst: Instance) -> bool:
+    return all(row == (1.0, 1.0, 1.0) for row in inst.model.layer_scale)
+
+
+def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit: float,
+          cutoff: float | None = None, objective: str | None = None,
+          time_cap: float | None = None, symmetry: bool = True) -> Shape:
+    """State the model of PROBLEM.md §3 for a fixed (D, P) on back end ``be``.
+
+    ``cutoff``: only plans whose objective is at most this are wanted (pruning
+    with an incumbent). ``time_cap``: extra T <= cap (tie-break phase, ε-sweeps).
+    """
+    a = inst.arrays
+    n, L, M = inst.n, a.L, a.M
+    obj = inst.objective
+    kind = objective or obj.kind
+    G, K, J = range(n), range(D), range(P)
+    uniform = a.uniform
+
+    # ---- layers per stage: linear expressions W_j, N_j, act_j
+    if _identical_layers(inst):
+        nl = [be.integer(f"n_{j}", 1, L - P + 1) for j in J]
+        be.eq_int([(1, v) for v in nl], L)
+        w1, p1, c1 = a.w_prefix[1], a.par_prefix[1], a.act_prefix[1]
+        W = [[(w1, nl[j])] for j in J]
+        Npar = [[(p1, nl[j])] for j in J]
+        act = [[(c1, nl[j])] for j in J]
+        y = None
+    else:
+        nl = None
+        y = {(l, j): be.boolean(f"y_{l}_{j}") for l in range(L) for j in J}
+        # stage index s_l = sum_j j*y[l,j] starts at 0, ends at P-1, steps by 0 or 1
+        for l in range(L):
+            be.eq_int([(1, y[l, j]) for j in J], 1)
+        be.eq_int([(1, y[0, 0])], 1)
+        be.eq_int([(1, y[L - 1, P - 1])], 1)
+        for l in range(L - 1):
+            step = [(j, y[l + 1, j]) for j in J] + [(-j, y[l, j]) for j in J]
+            be.le(step, 1, 1.0)
+            be.le([(-c, v) for c, v in step], 0, 1.0)
+        wl = np.diff(a.w_prefix)
+        pl = np.diff(a.par_prefix)
+        cl = np.diff(a.act_prefix)
+        W = [[(wl[l], y[l, j]) for l in range(L)] for j in J]
+        Npar = [[(pl[l], y[l, j]) for l in range(L)] for j in J]
+        act = [[(cl[l], y[l, j]) for l in range(L)] for j in J]
+    W_c = [a.head_work if j == P - 1 else 0.0 for j in J]
+    N_c = [(a.emb_params if j == 0 else 0.0) + (a.head_params if j == P - 1 else 0.0) for j in J]
+    act_c = [a.logits if j == P - 1 else 0.0 for j in J]
+
+    def scaled(terms: Terms, s: float) -> Terms:
+        return [(c * s, v) for c, v in terms]
+
+    # ---- assignment
+    x = {(g, k, j): be.boolean(f"x_{g}_{k}_{j}") for g in G for k in K for j in J}
+    for k in K:
+        for j in J:
+            be.eq_int([(1, x[g, k, j]) for g in G], 1)
+    for g in G:
+        be.le([(1.0, x[g, k, j]) for k in K for j in J], 1, 1.0)
+    # rotating the replicas of a plan changes nothing (same ring edges, same split
+    # multiset in the same cyclic order): replica 0 holds the smallest stage-0 device
+    for k in range(1, D):
+        be.le([(float(g), x[g, 0, 0]) for g in G] + [(-float(g), x[g, k, 0]) for g in G], -1, 1.0)
+    # interchangeable devices (same figures, same links to everyone): the used ones
+    # form a prefix of their class and occupy slots in increasing order. Together
+    # with the rotation rule this keeps one plan of every equivalence class
+    # (formulations/exact.md §3.3).
+    if symmetry:
+        rank = {g: [(float(k * P + j + 1), x[g, k, j]) for k in K for j in J] for g in G}
+        for cls in interchangeable_classes(inst):
+            for g1, g2 in zip(cls, cls[1:]):
+                used1 = [(1.0, x[g1, k, j]) for k in K for j in J]
+                used2 = [(1.0, x[g2, k, j]) for k in K for j in J]
+                be.le(used2 + [(-c, v) for c, v in used1], 0, 1.0)
+                be.le([(-c, v) for c, v in rank[g2]] + rank[g1] + [((D * P + 1.0) * c, v) for c, v in used2],
+                      D * P, 1.0)
+
+    # ---- micro-batches
+    vmax = M - D + 1
+    if uniform:
+        mvals = [M // D] * D
+        mu = None
+    else:
+        mu = [[be.boolean(f"mu_{k}_{v}") for v in range(1, vmax + 1)] for k in K]
+        for k in K:
+            be.eq_int([(1, b) for b in mu[k]], 1)
+        be.eq_int([(v, mu[k][v - 1]) for k in K for v in range(1, vmax + 1)], M)
+        mvals = None
+
+    def m_cases(k: int):
+        """(m value, extra enforcement literals) for replica k."""
+        if uniform:
+            return [(mvals[k], ())]
+        return [(v, (mu[k][v - 1],)) for v in range(1, vmax + 1)]
+
+    # ---- bounds used for domains and big-M
+    W_tot = float(a.w_prefix[-1] + a.head_work)
+    t_ub = W_tot / float(a.speed.min())
+    ib = a.inv_beta
+    lk_ub = float((a.alpha + a.A * ib).max())
+    occ_ub = float(a.A * ib.max())
+    tau_ub = max(t_ub, occ_ub)
+    Tk_ub = P * t_ub + 2 * (P - 1) * lk_ub + (M - 1) * tau_ub
+    N_tot = float(a.par_prefix[-1] + a.emb_params + a.head_params)
+    cring = 2.0 * (D - 1) / D * a.grad_bytes
+    R_ub = cring * N_tot * float(ib.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
+    T_ub = Tk_ub + R_ub
+    if time_cap is not None:
+        T_ub = min(T_ub, time_cap * (1 + 1e-9))
+    if obj.max_time_s is not None:
+        T_ub = min(T_ub, obj.max_time_s)
+    if cutoff is not None:
+        # the cutoff bounds T too, which keeps CP-SAT's integer domains small
+        if kind == "time":
+            T_ub = min(T_ub, cutoff)
+        elif kind == "energy":
+            pw = float(np.sort(a.p_wait)[: D * P].sum())
+            if pw > 0:
+                T_ub = min(T_ub, cutoff / pw)
+        elif obj.lam > 0:
+            T_ub = min(T_ub, cutoff * obj.time_ref_s / obj.lam)
+    t_ub, lk_ub, occ_ub, tau_ub, R_ub = (min(v, T_ub) for v in (t_ub, lk_ub, occ_ub, tau_ub, R_ub))
+
+    # ---- stage time of each slot: t[k,j] >= W_j / speed_g if x[g,k,j]
+    t = {(k, j): be.real(f"t_{k}_{j}", t_ub, t_unit) for k in K for j in J}
+    for k in K:
+        for j in J:
+            for g in G:
+                s = 1.0 / a.speed[g]
+                be.ge(t[k, j], scaled(W[j], s), W_c[j] * s, (x[g, k, j],))
+
+    # ---- pipeline links
+    lk, tau = {}, {}
+    for k in K:
+        tau[k] = be.real(f"tau_{k}", tau_ub, t_unit)
+        for j in J:
+            be.ge(tau[k], [(1.0, t[k, j])])
+        for j in range(P - 1):
+            lk[k, j] = be.real(f"lk_{k}_{j}", lk_ub, t_unit)
+            oc = be.real(f"oc_{k}_{j}", occ_ub, t_unit)
+            for u in G:
+                row = [(a.alpha[u, v] + a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u]
+                be.ge(lk[k, j], row, 0.0, (x[u, k, j],))
+                be.ge(oc, [(a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
+            be.ge(tau[k], [(1.0, oc)])
+
+    # ---- data-parallel rings: R_j = Rb_j + Ra_j
+    Rmax = be.real("Rmax", max(R_ub, 0.0), t_unit)
+    if D > 1:
+        for j in J:
+            Rb = be.real(f"Rb_{j}", R_ub, t_unit)
+            Ra = be.real(f"Ra_{j}", R_ub, t_unit)
+            for k in K:
+                k2 = (k + 1) % D
+                for u in G:
+                    be.ge(Ra, [(2.0 * (D - 1) * a.alpha[u, v], x[v, k2, j]) for v in G if v != u], 0.0, (x[u, k, j],))
+                    for v in G:
+                        if v != u:
+                            s = cring * ib[u, v]
+                            be.ge(Rb, scaled(Npar[j], s), N_c[j] * s, (x[u, k, j], x[v, k2, j]))
+            be.ge(Rmax, [(1.0, Rb), (1.0, Ra)])
+
+    # ---- replica times and T = max_k T_k + max_j R_j
+    T = be.real("T", T_ub, t_unit)
+    for k in K:
+        base = [(1.0, t[k, j]) for j in J] + [(2.0, lk[k, j]) for j in range(P - 1)] + [(1.0, Rmax)]
+        for m, lits in m_cases(k):
+            be.ge(T, base + [(float(m - 1), tau[k])], 0.0, lits)
+
+    # ---- memory: state*N_j + act_j*inflight <= usable memory of g, if g holds slot (k, j)
+    for k in K:
+        for j in J:
+            for m, lits in m_cases(k):
+                inflight = m if a.gpipe else min(P - j, m)
+                terms = scaled(Npar[j], a.state_bytes) + scaled(act[j], inflight)
+                const = a.state_bytes * N_c[j] + act_c[j] * inflight
+                for g in G:
+                    be.le(terms, float(a.mem_cap[g]) - const, 1.0, (x[g, k, j],) + lits)
+
+    # ---- energy: sum pue(Pb-Pw) U + sum_{g in S} pue Pw T + e_net * cross bytes
+    E_ub_slot = float(((a.p_busy - a.p_wait) / a.speed).max()) * M * W_tot
+    E_terms: Terms = []
+    for k in K:
+        for j in J:
+            eb = be.real(f"eb_{k}_{j}", E_ub_slot, e_unit)
+            E_terms.append((1.0, eb))
+            for m, lits in m_cases(k):
+                for g in G:
+                    s = m * (a.p_busy[g] - a.p_wait[g]) / a.speed[g]
+                    be.ge(eb, scaled(W[j], s), W_c[j] * s, (x[g, k, j],) + lits)
+    # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0
+    for g in G:
+        om = be.real(f"om_{g}", T_ub, t_unit)
+        E_terms.append((float(a.p_wait[g]), om))
+        for k in K:
+            for j in J:
+                be.ge(om, [(1.0, T)], 0.0, (x[g, k, j],))
+    if a.net_j_per_byte > 0:
+        cross = a.cross
+        for k in K:
+            for j in range(P - 1):
+                # cp = 1 when the link of replica k between stages j and j+1 crosses regions
+                cp = be.real(f"cp_{k}_{j}", 1.0, 1.0)
+                for u in G:
+                    be.ge(cp, [(cross[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
+                if uniform:
+                    E_terms.append((a.net_j_per_byte * 2.0 * mvals[k] * a.A, cp))
+                else:
+                    cb = be.real(f"cb_{k}_{j}", 2.0 * vmax * a.A, 2.0 * a.A)
+                    for m, lits in m_cases(k):
+                        be.ge(cb, [(2.0 * m * a.A, cp)], 0.0, lits)
+                    E_terms.append((a.net_j_per_byte, cb))
+        if D > 1:
+            for j in J:
+                for k in K:
+                    k2 = (k + 1) % D
+                    rb = be.real(f"rb_{k}_{j}", cring * N_tot, cring * N_tot / 2**20)
+                    for u in G:
+                        for v in G:
+                            if v != u and cross[u, v]:
+                                be.ge(rb, scaled(Npar[j], cring), N_c[j] * cring, (x[u, k, j], x[v, k2, j]))
+                    E_terms.append((a.net_j_per_byte, rb))
+
+    # ---- objective and its limits
+    if obj.max_energy_j is not None:
+        be.le(E_terms, obj.max_energy_j, e_unit)
+    if kind == "time":
+        obj_terms: Terms = [(1.0, T)]
+    elif kind == "energy":
+        obj_terms = list(E_terms)
+    else:
+        obj_terms = [(obj.lam / obj.time_ref_s, T)] + [((1 - obj.lam) / obj.energy_ref_j * c, v) for c, v in E_terms]
+    if cutoff is not None:
+        unit = t_unit if kind == "time" else (e_unit if kind == "energy" else 1e-9)
+        be.le(obj_terms, cutoff, unit)
+    be.minimize(obj_terms)
+    return Shape(D, P, x, nl, y, mu, T, E_terms, obj_terms)
+
+
+def interchangeable_classes(inst: Instance) -> list[list[int]]:
+    """Groups of devices that can trade places in any plan without changing its cost."""
+    a = inst.arrays
+    n = inst.n
+    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g]) for g in range(n)]
+    classes: list[list[int]] = []
+    for g in range(n):
+        for cls in classes:
+            h = cls[0]
+            if key[h] != key[g]:
+                continue
+            others = [o for o in range(n) if o not in (g, h)]
+            if (np.array_equal(a.alpha[g, others], a.alpha[h, others])
+                    and np.array_equal(a.alpha[others, g], a.alpha[others, h])
+                    and np.array_equal(a.inv_beta[g, others], a.inv_beta[h, others])
+                    and np.array_equal(a.inv_beta[others, g], a.inv_beta[others, h])
+                    and a.alpha[g, h] == a.alpha[h, g] and a.inv_beta[g, h] == a.inv_beta[h, g]
+                    and all(a.alpha[g, o] == a.alpha[h, o] for o in cls[1:])):
+                cls.append(g)
+                break
+        else:
+            classes.append([g])
+    return [c for c in classes if len(c) > 1]
+
+
+def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int], list[int]]:
+    """(grid, cuts, micro_batches) of the solution, given ``value(var) -> number``."""
+    a = inst.arrays
+    D, P = shape.D, shape.P
+    grid = np.zeros((D, P), dtype=np.int64)
+    for (g, k, j), var in shape.x.items():
+        if value(var) > 0.5:
+            grid[k, j] = g
+    if shape.n_layers is not None:
+        counts = [int(round(value(v))) for v in shape.n_layers]
+    else:
+        counts = [sum(1 for l in range(a.L) if value(shape.y[l, j]) > 0.5) for j in range(P)]
+    cuts = [0] + list(np.cumsum(counts).astype(int))
+    if shape.mb is None:
+        mb = [a.M // D] * D
+    else:
+        mb = [1 + int(np.argmax([value(b) for b in row])) for row in shape.mb]
+    return grid, cuts, mb

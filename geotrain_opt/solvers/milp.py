@@ -1,0 +1,122 @@
+"""PuLP MILP back end (CBC bundled with PuLP; HiGHS when installed) for formulations/exact.md."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pulp
+
+from ..instance import Instance
+from ..plan import Plan
+from ..result import SolverResult
+from . import formulation
+from .base import SolveOptions
+from .exact import ShapeOutcome, run_model, solve_exact
+
+
+class PulpBackend:
+    """Continuous quantities are stored as value/unit; enforcement becomes big-M
+    with M computed from the variables' bounds (as small as it can be)."""
+
+    def __init__(self) -> None:
+        self.m = pulp.LpProblem("geotrain", pulp.LpMinimize)
+        self.unit: dict[str, float] = {}
+        self.ub: dict[str, float] = {}
+        self._names = itertools.count()
+
+    def _new(self, name: str, lo: float, hi: float, cat: str) -> Any:
+        v = pulp.LpVariable(f"{name}__{next(self._names)}", lo, hi, cat)
+        self.ub[v.name] = hi
+        return v
+
+    def _u(self, v: Any) -> float:
+        return self.unit.get(v.name, 1.0)
+
+    def boolean(self, name: str) -> Any:
+        return self._new(name, 0, 1, pulp.LpBinary)
+
+    def integer(self, name: str, lo: int, hi: int) -> Any:
+        return self._new(name, lo, hi, pulp.LpInteger)
+
+    def real(self, name: str, ub: float, unit: float) -> Any:
+        v = self._new(name, 0, ub / unit, pulp.LpContinuous)
+        self.unit[v.name] = unit
+        return v
+
+    def _scaled(self, terms, unit: float) -> list[tuple[float, Any]]:
+        return [(c * self._u(v) / unit, v) for c, v in terms if c != 0]
+
+    def _max(self, scaled) -> float:
+        return sum(c * self.ub[v.name] for c, v in scaled if c > 0)
+
+    def ge(self, lhs: Any, terms, const: float = 0.0, enforce: tuple = ()) -> None:
+        ul = self._u(lhs)
+        sc = self._scaled(terms, ul)
+        rhs = pulp.lpSum(c * v for c, v in sc) + const / ul
+        if enforce:
+            bigm = max(0.0, self._max(sc) + const / ul)
+            rhs = rhs - bigm * pulp.lpSum(1 - lit for lit in enforce)
+        self.m += lhs >= rhs
+
+    def le(self, terms, rhs: float, unit: float, enforce: tuple = ()) -> None:
+        sc = self._scaled(terms, unit)
+        lhs = pulp.lpSum(c * v for c, v in sc)
+        r = rhs / unit
+        if enforce:
+            bigm = max(0.0, self._max(sc) - r)
+            self.m += lhs <= r + bigm * pulp.lpSum(1 - lit for lit in enforce)
+        else:
+            self.m += lhs <= r
+
+    def eq_int(self, terms, rhs: int) -> None:
+        self.m += pulp.lpSum(c * v for c, v in terms) == rhs
+
+    def minimize(self, terms) -> None:
+        self.m.setObjective(pulp.lpSum(c * self._u(v) * v for c, v in terms))
+
+    def hint(self, var: Any, value: float) -> None:
+        var.setInitialValue(value)
+
+
+def _solver(opts: SolveOptions, seconds: float, warm: bool):
+    name = opts.extra.get("milp_solver", "cbc")
+    if name == "highs" and "HiGHS" in pulp.listSolvers(onlyAvailable=True):
+        return pulp.HiGHS(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+                          random_seed=opts.seed)
+    return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+                             warmStart=warm, options=[f"randomSeed {opts.seed + 1}", f"randomCbcSeed {opts.seed + 1}"])
+
+
+def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
+              hint: Plan | None) -> ShapeOutcome:
+    # The MILP measures time and energy in units of T_ref and E_ref (values near 1).
+    kw = dict(kw, t_unit=kw["t_unit"] * 2.0 ** 32, e_unit=kw["e_unit"] * 2.0 ** 32)
+    be, shape = run_model(PulpBackend, inst, D, P, kw)
+    warm = False
+    if hint is not None and hint.replicas == D and hint.stages == P:
+        grid = hint.grid_indices(inst.index)
+        for (g, k, j), var in shape.x.items():
+            be.hint(var, 1 if grid[k][j] == g else 0)
+        warm = True
+    st = be.m.solve(_solver(opts, seconds, warm))
+    status_txt = pulp.LpStatus[st]
+    sol = be.m.sol_status
+    has_sol = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    plan = None
+    if has_sol:
+        grid, cuts, mb = formulation.read_plan(inst, shape, lambda v: v.value() or 0.0)
+        plan = Plan.from_indices(inst.ids, grid, cuts, mb)
+    if status_txt == "Optimal" and sol == pulp.LpSolutionOptimal:
+        status = "optimal"
+    elif status_txt == "Infeasible":
+        status = "infeasible"
+    elif has_sol:
+        status = "feasible"
+    else:
+        status = "unknown"
+    bound = pulp.value(be.m.objective) if status == "optimal" else None
+    return ShapeOutcome(status, plan, bound)
+
+
+def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+    return solve_exact("milp", inst, opts, run_shape)
