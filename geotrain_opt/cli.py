@@ -52,7 +52,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def _options(args: argparse.Namespace) -> solvers.SolveOptions:
     hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
     return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                                hint=hint, progress=not args.quiet)
+                                hint=hint, progress=not args.quiet,
+                                extra={"milp_solver": args.milp_solver})
 
 
 def _print_result(inst: Instance, res) -> None:
@@ -124,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--hint", help="plan or result JSON to warm-start from")
         p.add_argument("--out", help="write the result JSON here")
         p.add_argument("--quiet", action="store_true", help="no progress output")
+        p.add_argument("--milp-solver", choices=("auto", "highs", "cbc"), default="auto",
+                       help="MILP engine behind PuLP (auto: HiGHS where installed, else CBC)")
         if name == "solve":
             p.add_argument("--json", action="store_true", help="print the result as JSON")
         else:

@@ -25,45 +25,70 @@ def _floor(x: float) -> int:
 
 
 class CpSatBackend:
-    """Integer model: a real quantity q with unit u is the integer q/u, rounded so
-    that every cost is over-estimated, never under-estimated."""
+    """Integer model: a real quantity q with unit u is the integer q/u.
+
+    Each constraint is multiplied by a power of two S (as large as int64 allows,
+    at most 2^24) before its coefficients are rounded, and they are rounded so
+    that every cost is over-estimated, never under-estimated; the error per term
+    is at most one unit / S (formulations/exact.md §5).
+    """
 
     def __init__(self) -> None:
         self.m = cp_model.CpModel()
         self.unit: dict[int, float] = {}
+        self.ub: dict[int, int] = {}
 
     def _u(self, v: Any) -> float:
         return self.unit.get(v.index, 1.0)
 
     def boolean(self, name: str) -> Any:
-        return self.m.new_bool_var(name)
+        v = self.m.new_bool_var(name)
+        self.ub[v.index] = 1
+        return v
 
     def integer(self, name: str, lo: int, hi: int) -> Any:
-        return self.m.new_int_var(lo, hi, name)
+        v = self.m.new_int_var(lo, hi, name)
+        self.ub[v.index] = hi
+        return v
 
     def real(self, name: str, ub: float, unit: float) -> Any:
-        v = self.m.new_int_var(0, max(1, _ceil(ub / unit)), name)
+        # slack above the bound: rounded-up coefficients may exceed an exactly tight bound
+        hi = _ceil(ub / unit * (1 + 1e-6)) + 1024
+        v = self.m.new_int_var(0, hi, name)
         self.unit[v.index] = unit
+        self.ub[v.index] = hi
         return v
+
+    def _scaled(self, terms, unit: float, extra: float = 0.0) -> tuple[int, list[tuple[int, Any]], float]:
+        ratios = [(c * self._u(v) / unit, v) for c, v in terms if c != 0]
+        size = extra + sum(abs(r) * self.ub[v.index] for r, v in ratios)
+        small = min((abs(r) for r, _ in ratios), default=1.0)
+        S = 1
+        while small * S < 2.0 ** 20 and S < 2 ** 24 and (size + 1) * S * 4 < 2.0 ** 60:
+            S *= 2
+        return S, [(_ceil(S * r), v) for r, v in ratios], size
 
     def ge(self, lhs: Any, terms, const: float = 0.0, enforce: tuple = ()) -> None:
         ul = self._u(lhs)
-        expr = sum(_ceil(c * self._u(v) / ul) * v for c, v in terms if c != 0)
-        ct = self.m.add(lhs >= expr + _ceil(const / ul))
+        S, coefs, _ = self._scaled(terms, ul, extra=self.ub[lhs.index] + abs(const / ul))
+        ct = self.m.add(S * lhs >= sum(c * v for c, v in coefs) + _ceil(S * const / ul))
         if enforce:
             ct.only_enforce_if(list(enforce))
 
     def le(self, terms, rhs: float, unit: float, enforce: tuple = ()) -> None:
-        expr = sum(_ceil(c * self._u(v) / unit) * v for c, v in terms if c != 0)
-        ct = self.m.add(expr <= _floor(rhs / unit))
+        S, coefs, _ = self._scaled(terms, unit, extra=abs(rhs / unit))
+        ct = self.m.add(sum(c * v for c, v in coefs) <= _floor(S * rhs / unit))
         if enforce:
             ct.only_enforce_if(list(enforce))
 
     def eq_int(self, terms, rhs: int) -> None:
         self.m.add(sum(int(c) * v for c, v in terms) == rhs)
 
-    def minimize(self, terms) -> None:
-        self.m.minimize(sum(c * self._u(v) * v for c, v in terms))
+    def minimize(self, terms, unit: float) -> None:
+        # In model units, so the values are large and CP-SAT's absolute gap (one
+        # unit) is negligible; its default 1e-4 would end a search on a 1e-4 s T.
+        self.obj_unit = unit
+        self.m.minimize(sum(c * self._u(v) / unit * v for c, v in terms))
 
     def hint(self, var: Any, value: float) -> None:
         self.m.add_hint(var, int(round(value)))
@@ -89,6 +114,7 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     solver.parameters.num_workers = max(1, opts.workers)
     solver.parameters.random_seed = opts.seed
     solver.parameters.relative_gap_limit = 0.0
+    solver.parameters.absolute_gap_limit = 1.0
     st = solver.solve(be.m)
     plan = None
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -100,7 +126,7 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         # the model over-estimates by at most err units of T (formulations/exact.md §5)
         err = rounding_error_units(inst, P) * kw["t_unit"]
-        bound = solver.best_objective_bound - (err if (kw.get("objective") or inst.objective.kind) == "time" else 0.0)
+        bound = solver.best_objective_bound * be.obj_unit - (err if (kw.get("objective") or inst.objective.kind) == "time" else 0.0)
     return ShapeOutcome(status, plan, bound)
 
 

@@ -20,6 +20,9 @@ from ..instance import Instance
 
 Terms = list[tuple[float, Any]]
 
+# ε-limits are stated this much (relative) inside their value; see formulations/exact.md §5
+LIMIT_MARGIN = 1e-6
+
 
 class Backend(Protocol):
     def boolean(self, name: str) -> Any: ...
@@ -28,7 +31,7 @@ class Backend(Protocol):
     def ge(self, lhs: Any, terms: Terms, const: float = 0.0, enforce: tuple = ()) -> None: ...
     def le(self, terms: Terms, rhs: float, unit: float, enforce: tuple = ()) -> None: ...
     def eq_int(self, terms: list[tuple[int, Any]], rhs: int) -> None: ...
-    def minimize(self, terms: Terms) -> None: ...
+    def minimize(self, terms: Terms, unit: float) -> None: ...
     def hint(self, var: Any, value: float) -> None: ...
 
 
@@ -159,7 +162,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     if time_cap is not None:
         T_ub = min(T_ub, time_cap * (1 + 1e-9))
     if obj.max_time_s is not None:
-        T_ub = min(T_ub, obj.max_time_s)
+        T_ub = min(T_ub, obj.max_time_s * (1 - LIMIT_MARGIN))
     if cutoff is not None:
         # the cutoff bounds T too, which keeps CP-SAT's integer domains small
         if kind == "time":
@@ -274,17 +277,20 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
 
     # ---- objective and its limits
     if obj.max_energy_j is not None:
-        be.le(E_terms, obj.max_energy_j, e_unit)
+        # a hair inside the limit: an LP solver's feasibility tolerance (1e-7)
+        # must not hand back a plan that the exact evaluator finds over it
+        be.le(E_terms, obj.max_energy_j * (1 - LIMIT_MARGIN), e_unit)
     if kind == "time":
         obj_terms: Terms = [(1.0, T)]
     elif kind == "energy":
         obj_terms = list(E_terms)
     else:
         obj_terms = [(obj.lam / obj.time_ref_s, T)] + [((1 - obj.lam) / obj.energy_ref_j * c, v) for c, v in E_terms]
+    unit = t_unit if kind == "time" else (e_unit if kind == "energy" else
+                                          obj.lam * t_unit / obj.time_ref_s + (1 - obj.lam) * e_unit / obj.energy_ref_j)
     if cutoff is not None:
-        unit = t_unit if kind == "time" else (e_unit if kind == "energy" else 1e-9)
         be.le(obj_terms, cutoff, unit)
-    be.minimize(obj_terms)
+    be.minimize(obj_terms, unit)
     return Shape(D, P, x, nl, y, mu, T, E_terms, obj_terms)
 
 

@@ -1,11 +1,14 @@
 """PuLP MILP back end (CBC bundled with PuLP; HiGHS when installed) for formulations/exact.md."""
 from __future__ import annotations
 
+import functools
 import itertools
+import warnings
 from typing import Any
 
 import pulp
 
+from ..errors import SolverError
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
@@ -25,7 +28,7 @@ class PulpBackend:
         self._names = itertools.count()
 
     def _new(self, name: str, lo: float, hi: float, cat: str) -> Any:
-        v = pulp.LpVariable(f"{name}__{next(self._names)}", lo, hi, cat)
+        v = self.m.add_variable(f"{name}__{next(self._names)}", lo, hi, cat)
         self.ub[v.name] = hi
         return v
 
@@ -49,42 +52,71 @@ class PulpBackend:
     def _max(self, scaled) -> float:
         return sum(c * self.ub[v.name] for c, v in scaled if c > 0)
 
+    def _add(self, terms: list[tuple[float, Any]], rhs: float, enforce: tuple, bigm: float) -> None:
+        """sum(terms) <= rhs + bigm * (number of false enforcement literals), row-scaled.
+
+        CBC is sensitive to badly scaled rows (bytes next to seconds): each row is
+        divided by its largest coefficient, which changes nothing mathematically.
+        """
+        scale = max([abs(c) for c, _ in terms] + [1e-300])
+        expr = pulp.lpSum((c / scale) * v for c, v in terms)
+        r = rhs / scale
+        if enforce:
+            self.m += expr <= r + (bigm / scale) * pulp.lpSum(1 - lit for lit in enforce)
+        else:
+            self.m += expr <= r
+
     def ge(self, lhs: Any, terms, const: float = 0.0, enforce: tuple = ()) -> None:
         ul = self._u(lhs)
         sc = self._scaled(terms, ul)
-        rhs = pulp.lpSum(c * v for c, v in sc) + const / ul
-        if enforce:
-            bigm = max(0.0, self._max(sc) + const / ul)
-            rhs = rhs - bigm * pulp.lpSum(1 - lit for lit in enforce)
-        self.m += lhs >= rhs
+        bigm = max(0.0, self._max(sc) + const / ul)
+        self._add(sc + [(-1.0, lhs)], -const / ul, enforce, bigm)
 
     def le(self, terms, rhs: float, unit: float, enforce: tuple = ()) -> None:
         sc = self._scaled(terms, unit)
-        lhs = pulp.lpSum(c * v for c, v in sc)
         r = rhs / unit
-        if enforce:
-            bigm = max(0.0, self._max(sc) - r)
-            self.m += lhs <= r + bigm * pulp.lpSum(1 - lit for lit in enforce)
-        else:
-            self.m += lhs <= r
+        self._add(sc, r, enforce, max(0.0, self._max(sc) - r))
 
     def eq_int(self, terms, rhs: int) -> None:
         self.m += pulp.lpSum(c * v for c, v in terms) == rhs
 
-    def minimize(self, terms) -> None:
-        self.m.setObjective(pulp.lpSum(c * self._u(v) * v for c, v in terms))
+    def minimize(self, terms, unit: float) -> None:
+        self.obj_unit = unit
+        self.m.setObjective(pulp.lpSum(c * self._u(v) / unit * v for c, v in terms))
 
     def hint(self, var: Any, value: float) -> None:
         var.setInitialValue(value)
 
 
+@functools.lru_cache(maxsize=1)
+def _highs_available() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)   # listSolvers touches PULP_CBC_CMD
+        return "HiGHS" in pulp.listSolvers(onlyAvailable=True)
+
+
+def backend_name(opts: SolveOptions) -> str:
+    """``milp_solver`` option: cbc, highs, or auto (HiGHS where installed, else CBC)."""
+    name = opts.extra.get("milp_solver", "auto")
+    if name == "auto":
+        name = "highs" if _highs_available() else "cbc"
+    return name
+
+
 def _solver(opts: SolveOptions, seconds: float, warm: bool):
-    name = opts.extra.get("milp_solver", "cbc")
-    if name == "highs" and "HiGHS" in pulp.listSolvers(onlyAvailable=True):
+    if backend_name(opts) == "highs":
         return pulp.HiGHS(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
                           random_seed=opts.seed)
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
-                             warmStart=warm, options=[f"randomSeed {opts.seed + 1}", f"randomCbcSeed {opts.seed + 1}"])
+    if not pulp.PULP_CBC_CMD().available():
+        raise SolverError("milp: the CBC binary bundled with PuLP is missing; install highspy or use cpsat")
+    # CBC 2.10's pre-processing declares some of these big-M models infeasible
+    # (seen on generated tiny instances); without it CBC is slower but correct.
+    # PuLP 3 deprecates the bundled-CBC class name, not the bundled binary.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+                                 warmStart=warm, options=["preprocess off", f"randomSeed {opts.seed + 1}",
+                                                          f"randomCbcSeed {opts.seed + 1}"])
 
 
 def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
@@ -114,7 +146,7 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
         status = "feasible"
     else:
         status = "unknown"
-    bound = pulp.value(be.m.objective) if status == "optimal" else None
+    bound = pulp.value(be.m.objective) * be.obj_unit if status == "optimal" else None
     return ShapeOutcome(status, plan, bound)
 
 

@@ -1,0 +1,170 @@
+"""Seeded instance generator: the same (family, GPUs, seed) gives the same bytes.
+
+Families:
+* ``tiny``: 2-6 GPUs, 2-12 layers, small enough for brute force (the ground truth
+  of the exact-solver tests); mixed invented GPU types, 1-3 regions, some
+  memory-tight, some with a free batch split, GPipe or 1F1B, all three objectives.
+* ``small``: 8-16 GPUs from the catalog in 2-4 regions, for the exact solvers.
+* ``geo``: 32-1,024 catalog GPUs over 3-12 world regions; latency from
+  great-circle distance, bandwidth from a window-limited TCP model (FACTS §4.1).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import yaml
+
+from .errors import GeoTrainError
+
+FAMILIES = ("tiny", "small", "geo")
+
+# (name, latitude, longitude) of cloud regions, for great-circle latencies
+CITIES = [("virginia", 38.9, -77.4), ("ohio", 40.0, -83.0), ("oregon", 45.6, -121.2),
+          ("california", 37.4, -122.1), ("ireland", 53.3, -6.3), ("london", 51.5, -0.1),
+          ("frankfurt", 50.1, 8.7), ("tokyo", 35.7, 139.7), ("seoul", 37.6, 127.0),
+          ("singapore", 1.35, 103.8), ("sydney", -33.9, 151.2), ("saopaulo", -23.5, -46.6)]
+FIBRE_KM_PER_MS = 200.0 / 1.5   # light in fibre ~200 km/ms, routes ~1.5x the great circle
+TCP_WINDOW_BYTES = 2.5e6        # FACTS §4.1: single-stream rate x RTT ~ 2.3-2.7 MB
+STREAMS = 8                     # parallel streams a trainer opens per link
+
+
+def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
+    la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
+    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
+    return 2 * 6371.0 * math.asin(math.sqrt(h))
+
+
+def wan_link(a: tuple[float, float], b: tuple[float, float]) -> dict[str, float]:
+    lat_ms = 2.0 + great_circle_km(a, b) / FIBRE_KM_PER_MS
+    rtt_s = 2 * lat_ms / 1e3
+    gbps = min(10.0, STREAMS * TCP_WINDOW_BYTES * 8 / rtt_s / 1e9)
+    return {"latency_ms": round(lat_ms, 2), "bandwidth_gbps": round(gbps, 3)}
+
+
+def _r(x: float, d: int = 3) -> float:
+    return float(round(float(x), d))
+
+
+def tiny(n: int, seed: int) -> dict[str, Any]:
+    from .instance import instance_from_dict
+    from .solvers.bruteforce import plan_count
+    rng = np.random.default_rng(seed)
+    n_regions = int(rng.integers(1, 4))
+    regions = [f"r{i}" for i in range(n_regions)]
+    n_types = int(rng.integers(1, 4))
+    tight = bool(rng.random() < 0.3)
+    types = {}
+    for t in range(n_types):
+        busy = _r(rng.uniform(100, 500), 0)
+        types[f"t{t}"] = {"peak_tflops": _r(rng.uniform(30, 400), 1), "efficiency": _r(rng.uniform(0.3, 0.6), 2),
+                          "memory_gib": _r(rng.uniform(0.15, 0.6) if tight else rng.uniform(4, 40), 3),
+                          "busy_w": busy, "wait_w": _r(busy * rng.uniform(0.1, 0.4), 0)}
+    devices = []
+    for g in range(n):
+        region = regions[int(rng.integers(n_regions))]
+        devices.append({"id": f"g{g}", "type": f"t{int(rng.integers(n_types))}", "region": region,
+                        "node": f"{region}-n{int(rng.integers(2))}"})
+    inter = []
+    for i in range(n_regions):
+        for j in range(i + 1, n_regions):
+            link = {"a": regions[i], "b": regions[j], "latency_ms": _r(rng.uniform(5, 150), 1),
+                    "bandwidth_gbps": _r(rng.uniform(0.2, 2.0), 2)}
+            used = {dev["region"] for dev in devices}
+            if regions[i] in used and regions[j] in used:
+                inter.append(link)
+    regions = [r for r in regions if r in {dev["region"] for dev in devices}]
+    split = "free" if rng.random() < 0.3 else "uniform"
+    M = int(rng.choice([2, 3, 4, 6]) if split == "free" else rng.choice([2, 4, 6, 8]))
+    mb = int(rng.choice([1, 2]))
+    d: dict[str, Any] = {
+        "name": f"tiny-{n}-s{seed}",
+        "model": {"layers": int(rng.integers(2, 13)), "hidden": int(rng.choice([256, 512, 768])), "heads": 8,
+                  "seq_len": int(rng.choice([256, 512])), "vocab": int(rng.choice([1000, 4000, 8000])),
+                  "global_batch": M * mb, "micro_batch": mb,
+                  "recompute": "full" if rng.random() < 0.2 else "none"},
+        "gpu_types": types, "devices": devices,
+        "network": {"intra_node": {"latency_ms": 0.01, "bandwidth_gbps": _r(rng.uniform(200, 2400), 0)},
+                    "intra_region": {"latency_ms": _r(rng.uniform(0.05, 1.0), 3), "bandwidth_gbps": _r(rng.uniform(5, 100), 1)},
+                    "inter_region": inter},
+        "energy": {"net_j_per_byte": float(rng.choice([0.0, 1e-8, 1e-7])),
+                   "pue": {r: _r(rng.uniform(1.0, 1.6), 2) for r in regions}},
+        "options": {"schedule": "gpipe" if rng.random() < 0.3 else "1f1b", "batch_split": split},
+        "objective": {"kind": str(rng.choice(["time", "time", "energy", "weighted"])), "lambda": _r(rng.uniform(0.2, 0.8), 2),
+                      "time_ref_s": 0.1, "energy_ref_j": 50.0},
+    }
+    # keep brute force affordable: fewer layers until the plan count is small
+    while True:
+        inst = instance_from_dict(d)
+        if plan_count(inst) <= 60_000 or d["model"]["layers"] <= 2:
+            return d
+        d["model"]["layers"] -= 1
+
+
+def small(n: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    cities = [CITIES[i] for i in rng.choice(len(CITIES), size=int(rng.integers(2, 5)), replace=False)]
+    catalog = ["A100-SXM4-40GB", "V100-SXM2-32GB", "T4", "A10", "L4", "RTX-3090", "A40"]
+    devices = []
+    left = n
+    for ci, (city, _la, _lo) in enumerate(cities):
+        cnt = left if ci == len(cities) - 1 else int(rng.integers(1, max(2, left - (len(cities) - ci - 1)) + 1))
+        cnt = min(cnt, left - (len(cities) - ci - 1))
+        left -= cnt
+        typ = catalog[int(rng.integers(len(catalog)))]
+        devices.append({"count": cnt, "type": typ, "region": city, "id_prefix": f"{city[:3]}-",
+                        "node": f"{city[:3]}-n", "gpus_per_node": int(rng.choice([1, 2, 4]))})
+    inter = [{"a": a[0], "b": b[0], **wan_link(a[1:], b[1:])}
+             for i, a in enumerate(cities) for b in cities[i + 1:]]
+    preset = str(rng.choice(["gpt2-medium", "gpt2-large", "gpt3-xl"]))
+    return {"name": f"small-{n}-s{seed}",
+            "model": {"preset": preset, "global_batch": 16, "micro_batch": 2},
+            "devices": devices,
+            "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 2400},
+                        "intra_region": {"latency_ms": 0.1, "bandwidth_gbps": 25}, "inter_region": inter},
+            "energy": {"net_j_per_byte": 0.0}, "options": {"batch_split": "uniform"},
+            "objective": {"kind": "time"}}
+
+
+def geo(n: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    k = int(min(len(CITIES), max(3, min(12, n // 8))))
+    cities = [CITIES[i] for i in rng.choice(len(CITIES), size=k, replace=False)]
+    catalog = ["H100-SXM5-80GB", "A100-SXM4-80GB", "A100-SXM4-40GB", "V100-SXM2-32GB", "A40", "L40S", "T4", "RTX-4090"]
+    shares = rng.dirichlet(np.ones(k))
+    counts = np.maximum(1, np.floor(shares * n)).astype(int)
+    counts[0] += n - counts.sum()
+    while counts.min() < 1:
+        i = int(counts.argmin())
+        j = int(counts.argmax())
+        counts[i] += 1
+        counts[j] -= 1
+    devices = []
+    for (city, _la, _lo), cnt in zip(cities, counts):
+        typ = catalog[int(rng.integers(len(catalog)))]
+        devices.append({"count": int(cnt), "type": typ, "region": city, "id_prefix": f"{city}-",
+                        "node": f"{city}-n", "gpus_per_node": 8})
+    inter = [{"a": a[0], "b": b[0], **wan_link(a[1:], b[1:])}
+             for i, a in enumerate(cities) for b in cities[i + 1:]]
+    return {"name": f"geo-{n}-s{seed}",
+            "model": {"preset": "gpt3-xl", "global_batch": 512, "micro_batch": 2},
+            "devices": devices,
+            "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 2400},
+                        "intra_region": {"latency_ms": 0.2, "bandwidth_gbps": 25}, "inter_region": inter},
+            "energy": {"net_j_per_byte": 2.0e-7},
+            "options": {"batch_split": "free"}, "objective": {"kind": "time"}}
+
+
+def generate(family: str, n: int, seed: int) -> dict[str, Any]:
+    ranges = {"tiny": (2, 6), "small": (8, 16), "geo": (32, 1024)}
+    if family not in ranges:
+        raise GeoTrainError(f"generate: unknown family {family!r} (known: {', '.join(FAMILIES)})")
+    lo, hi = ranges[family]
+    if not lo <= n <= hi:
+        raise GeoTrainError(f"generate: --gpus for family {family} must be in {lo}..{hi}, got {n}")
+    return {"tiny": tiny, "small": small, "geo": geo}[family](n, seed)
+
+
+def to_yaml(d: dict[str, Any]) -> str:
+    return yaml.safe_dump(d, sort_keys=False, default_flow_style=None, width=120)

@@ -1,0 +1,59 @@
+"""Exact time-energy Pareto fronts by ε-constraint sweeps.
+
+Walk from the fastest plan towards the most frugal one: each step minimises T
+(ties broken by E) subject to E strictly below the previous point's energy, so
+every point is proven optimal for its ε, and the walk, run to the end, visits
+every non-dominated (T, E) value of the instance.
+"""
+from __future__ import annotations
+
+import time
+
+from . import solvers
+from .errors import SolverError
+from .instance import Instance
+from .objective import pareto_filter
+from .result import SolverResult
+from .solvers.base import SolveOptions
+
+# next ε = E_prev * (1 - STEP): points closer than this in energy count as one
+STEP = 1e-5
+
+
+def pareto_front(inst: Instance, solver: str, opts: SolveOptions, points: int = 50) -> SolverResult:
+    start = time.perf_counter()
+    if solver == "bruteforce":
+        opts.extra["pareto"] = True
+        res = solvers.get("bruteforce")(inst.with_options(kind="time"), opts)
+        res.pareto = res.pareto[:points] if points else res.pareto
+        return res
+    if solver not in solvers.EXACT:
+        raise SolverError(f"pareto: solver {solver!r} has no ε-constraint mode (use cpsat, milp or bruteforce)")
+    solve = solvers.get(solver)
+    front: list[SolverResult] = []
+    status = "optimal"
+    cap = inst.objective.max_energy_j
+    total = opts.time_limit_s
+    while len(front) < points:
+        left = total - (time.perf_counter() - start)
+        if left <= 0:
+            status = "time_limit"
+            break
+        sub = SolveOptions(time_limit_s=left, seed=opts.seed, workers=opts.workers, extra=dict(opts.extra))
+        res = solve(inst.with_options(kind="time", max_energy_j=cap), sub)
+        if res.plan is None:
+            if res.status != "infeasible":
+                status = "time_limit"
+            break
+        if res.status != "optimal":
+            status = "time_limit"
+        front.append(res)
+        cap = res.evaluation.energy_j * (1 - STEP)
+    else:
+        status = "partial"   # stopped at the requested number of points
+    keep = pareto_filter([(r.evaluation.time_s, r.evaluation.energy_j) for r in front])
+    out = SolverResult(solver=solver, status=status, plan=front[0].plan if front else None,
+                       evaluation=front[0].evaluation if front else None, objective="pareto",
+                       seed=opts.seed, wall_s=time.perf_counter() - start, settings=opts.settings(),
+                       pareto=[front[i] for i in keep])
+    return out
