@@ -96,6 +96,18 @@ def cmd_pareto(args: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .generate import generate, to_yaml
+    text = to_yaml(generate(args.family, args.gpus, args.seed))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="geotrain-opt", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -110,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("generate", help="write a generated instance (same family, GPUs, seed: same bytes)")
+    p.add_argument("--family", required=True, help="tiny, small or geo")
+    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="file to write (default: standard output)")
+    p.set_defaults(fn=cmd_generate)
     for name, fn, default in (("solve", cmd_solve, "cpsat"), ("pareto", cmd_pareto, "cpsat")):
         p = sub.add_parser(name, help="find the best plan" if name == "solve" else "time-energy Pareto front")
         p.add_argument("instance")
