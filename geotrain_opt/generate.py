@@ -119,7 +119,7 @@ def small(n: int, seed: int) -> dict[str, Any]:
              for i, a in enumerate(cities) for b in cities[i + 1:]]
     preset = str(rng.choice(["gpt2-medium", "gpt2-large", "gpt3-xl"]))
     return {"name": f"small-{n}-s{seed}",
-            "model": {"preset": preset, "global_batch": 16, "micro_batch": 2},
+            "model": {"preset": preset, "global_batch": 8, "micro_batch": 1},
             "devices": devices,
             "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 2400},
                         "intra_region": {"latency_ms": 0.1, "bandwidth_gbps": 25}, "inter_region": inter},

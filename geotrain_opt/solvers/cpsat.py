@@ -64,6 +64,8 @@ class CpSatBackend:
         size = extra + sum(abs(r) * self.ub[v.index] for r, v in ratios)
         small = min((abs(r) for r, _ in ratios), default=1.0)
         S = 1
+        if all(float(r).is_integer() for r, _ in ratios):
+            return S, [(int(r), v) for r, v in ratios], size   # exact already; big factors upset presolve
         while small * S < 2.0 ** 20 and S < 2 ** 24 and (size + 1) * S * 4 < 2.0 ** 60:
             S *= 2
         return S, [(_ceil(S * r), v) for r, v in ratios], size

@@ -121,13 +121,14 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     # (formulations/exact.md §3.3).
     if symmetry:
         rank = {g: [(float(k * P + j + 1), x[g, k, j]) for k in K for j in J] for g in G}
+        used: dict[int, Any] = {}
         for cls in interchangeable_classes(inst):
+            for g in cls:
+                used[g] = be.boolean(f"used_{g}")
+                be.eq_int([(1, used[g])] + [(-1, x[g, k, j]) for k in K for j in J], 0)
             for g1, g2 in zip(cls, cls[1:]):
-                used1 = [(1.0, x[g1, k, j]) for k in K for j in J]
-                used2 = [(1.0, x[g2, k, j]) for k in K for j in J]
-                be.le(used2 + [(-c, v) for c, v in used1], 0, 1.0)
-                be.le([(-c, v) for c, v in rank[g2]] + rank[g1] + [((D * P + 1.0) * c, v) for c, v in used2],
-                      D * P, 1.0)
+                be.le([(1.0, used[g2]), (-1.0, used[g1])], 0, 1.0)
+                be.le(rank[g1] + [(-c, v) for c, v in rank[g2]], -1, 1.0, (used[g2],))
 
     # ---- micro-batches
     vmax = M - D + 1

@@ -1,0 +1,91 @@
+"""Constructive heuristics: fastest-first, region-packed and memory-aware plans.
+
+They make generation 0 reasonable and serve the baselines as well. Each returns
+``(grid, cuts, micro_batches)`` in device indices for a given shape (D, P).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...construct import feasible_shapes, greedy_memory_cuts, inflight, split_micro_batches, stage_memory
+from ...instance import Instance
+
+
+def speed_cuts(inst: Instance, stage_speed: np.ndarray) -> np.ndarray:
+    """Cuts whose stage work is proportional to each stage's (slowest) device speed."""
+    a = inst.arrays
+    P, L = len(stage_speed), a.L
+    total = a.w_prefix[-1] + a.head_work
+    share = np.cumsum(stage_speed) / stage_speed.sum()
+    cuts = [0]
+    for j in range(P - 1):
+        c = int(np.searchsorted(a.w_prefix, share[j] * total))
+        if c > 0 and abs(a.w_prefix[c - 1] - share[j] * total) < abs(a.w_prefix[min(c, L)] - share[j] * total):
+            c -= 1
+        c = min(max(c, cuts[-1] + 1), L - (P - 1 - j))
+        cuts.append(c)
+    cuts.append(L)
+    return np.array(cuts, dtype=np.int64)
+
+
+def _cuts_for(inst: Instance, grid: np.ndarray, mb: list[int]) -> np.ndarray:
+    a = inst.arrays
+    cuts = speed_cuts(inst, a.speed[grid].min(axis=0))
+    caps = a.mem_cap[grid].min(axis=0)
+    P = grid.shape[1]
+    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), inflight(inst, P, j, max(mb))) <= caps[j]
+               for j in range(P))
+    if not fits:
+        mem = greedy_memory_cuts(inst, [float(c) for c in caps], max(mb))
+        if mem is not None:
+            return np.array(mem, dtype=np.int64)
+    return cuts
+
+
+def fastest_first(inst: Instance, D: int, P: int):
+    order = np.argsort(-inst.arrays.speed, kind="stable")[: D * P]
+    grid = order.reshape(D, P)
+    mb = split_micro_batches(inst.model.num_micro_batches, D)
+    return grid, _cuts_for(inst, grid, mb), mb
+
+
+def region_packed(inst: Instance, D: int, P: int):
+    """Fill pipelines region by region (fastest region first), node by node, so
+    that consecutive stages share a node or at least a region."""
+    a = inst.arrays
+    region_speed = {r: a.speed[a.region == r].sum() for r in np.unique(a.region)}
+    nodes = {d.node: i for i, d in enumerate(inst.devices)}
+    node_of = np.array([nodes[d.node] for d in inst.devices])
+    keys = sorted(range(inst.n), key=lambda g: (-region_speed[a.region[g]], a.region[g], -a.speed[g], node_of[g], g))
+    grid = np.array(keys[: D * P], dtype=np.int64).reshape(D, P)
+    mb = split_micro_batches(inst.model.num_micro_batches, D)
+    return grid, _cuts_for(inst, grid, mb), mb
+
+
+def memory_aware(inst: Instance, D: int, P: int):
+    """Largest memory first, stage j on the j-th group of D devices."""
+    a = inst.arrays
+    order = np.argsort(-a.mem_cap, kind="stable")[: D * P]
+    grid = order.reshape(P, D).T.copy()
+    mb = split_micro_batches(inst.model.num_micro_batches, D)
+    caps = [float(c) for c in a.mem_cap[grid].min(axis=0)]
+    cuts = greedy_memory_cuts(inst, caps, max(mb))
+    return grid, (np.array(cuts, dtype=np.int64) if cuts else _cuts_for(inst, grid, mb)), mb
+
+
+CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "memory-aware": memory_aware}
+
+
+def seed_shapes(inst: Instance, limit: int = 40) -> list[tuple[int, int]]:
+    """A spread of (D, P) shapes: all of them on small instances, a grid of them on large ones."""
+    shapes = feasible_shapes(inst)
+    if len(shapes) <= limit:
+        return shapes
+    Ps = sorted({P for _, P in shapes})
+    pick_P = sorted({Ps[int(round(i * (len(Ps) - 1) / 7))] for i in range(8)})
+    out = []
+    for P in pick_P:
+        Ds = sorted(D for D, p in shapes if p == P)
+        idx = sorted({int(round(i * (len(Ds) - 1) / 4)) for i in range(5)})
+        out += [(Ds[i], P) for i in idx]
+    return out[:limit] if len(out) > limit else out
