@@ -27,8 +27,14 @@ def pareto_front(inst: Instance, solver: str, opts: SolveOptions, points: int = 
         res = solvers.get("bruteforce")(inst.with_options(kind="time"), opts)
         res.pareto = res.pareto[:points] if points else res.pareto
         return res
+    if solver == "memetic":
+        opts.extra["pareto"] = True
+        res = solvers.get("memetic")(inst, opts)
+        res.objective = "pareto"
+        res.pareto = res.pareto[:points] if points else res.pareto
+        return res
     if solver not in solvers.EXACT:
-        raise SolverError(f"pareto: solver {solver!r} has no ε-constraint mode (use cpsat, milp or bruteforce)")
+        raise SolverError(f"pareto: solver {solver!r} has no Pareto mode (use cpsat, milp, bruteforce or memetic)")
     solve = solvers.get(solver)
     front: list[SolverResult] = []
     status = "optimal"

@@ -11,6 +11,7 @@ _REGISTRY = {
     "bruteforce": "geotrain_opt.solvers.bruteforce",
     "cpsat": "geotrain_opt.solvers.cpsat",
     "milp": "geotrain_opt.solvers.milp",
+    "memetic": "geotrain_opt.solvers.memetic",
 }
 EXACT = ("bruteforce", "cpsat", "milp")
 

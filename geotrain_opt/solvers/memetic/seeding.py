@@ -56,7 +56,10 @@ def region_packed(inst: Instance, D: int, P: int):
     region_speed = {r: a.speed[a.region == r].sum() for r in np.unique(a.region)}
     nodes = {d.node: i for i, d in enumerate(inst.devices)}
     node_of = np.array([nodes[d.node] for d in inst.devices])
-    keys = sorted(range(inst.n), key=lambda g: (-region_speed[a.region[g]], a.region[g], -a.speed[g], node_of[g], g))
+    node_size = np.bincount(node_of, minlength=inst.n)
+    # fastest region, then its fastest GPUs, fuller nodes first (NVLink neighbours)
+    keys = sorted(range(inst.n), key=lambda g: (-region_speed[a.region[g]], a.region[g], -a.speed[g],
+                                                 -node_size[node_of[g]], node_of[g], g))
     grid = np.array(keys[: D * P], dtype=np.int64).reshape(D, P)
     mb = split_micro_batches(inst.model.num_micro_batches, D)
     return grid, _cuts_for(inst, grid, mb), mb

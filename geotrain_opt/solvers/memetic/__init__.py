@@ -1,0 +1,269 @@
+"""Memetic algorithm on DEAP: specialised operators, local search, NSGA-II Pareto mode.
+
+The toolbox holds every operator by name (``toolbox.mate``, ``toolbox.mutate_swap``,
+``toolbox.local_search``, ``toolbox.select``, ``toolbox.map``), so a variant swaps in
+one line, e.g. ``toolbox.register("mate", cx_stages, inst)``. Settings come from
+``SolveOptions.extra``: ``population`` (40), ``generations`` (None = until the
+time limit), ``stall`` (generations without improvement before stopping, 60),
+``ls_rate`` (share of offspring improved by local search, 0.25; 0 disables it),
+``ls_moves``, ``cxpb`` (0.7), ``mutpb`` (0.6), ``parallel`` (multiprocessing map),
+``pareto`` (NSGA-II mode), ``seeding`` (True).
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import numpy as np
+from deap import base, creator, tools
+
+from ...instance import Instance
+from ...plan import Plan
+from ...result import SolverResult
+from ..base import Deadline, SolveOptions, finish
+from .encoding import Fitness, Genome, default_split
+from .local_search import local_search
+from .operators import CROSSOVERS, MUTATIONS, fresh_cuts, shape_ok
+from .seeding import CONSTRUCTORS, seed_shapes
+
+if not hasattr(creator, "GeoKey"):
+    # (primary, secondary) minimised lexicographically; NSGA-II mode stores (T, E)
+    creator.create("GeoKey", base.Fitness, weights=(-1.0, -1.0))
+
+
+def _set_fitness(g: Genome, pareto: bool) -> None:
+    if not hasattr(g, "fitness"):
+        g.fitness = creator.GeoKey()
+    if pareto:
+        pen = 0.0 if g.feasible else g.key[0]
+        g.fitness.values = (g.te[0] + pen, g.te[1] + pen)
+    else:
+        g.fitness.values = g.key
+
+
+def random_genome(inst: Instance, rng: np.random.Generator, shapes: list[tuple[int, int]]) -> Genome:
+    D, P = shapes[int(rng.integers(len(shapes)))]
+    g = Genome(D, P, rng.permutation(inst.n).astype(np.int64), np.zeros(P + 1, dtype=np.int64),
+               default_split(inst, D))
+    g.cuts = fresh_cuts(inst, g)
+    return g
+
+
+def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra: dict) -> base.Toolbox:
+    tb = base.Toolbox()
+    tb.register("mate", CROSSOVERS[extra.get("crossover", "replicas")], inst, rng=rng)
+    for name, op in MUTATIONS.items():
+        tb.register(f"mutate_{name}", op, inst, rng=rng)
+    tb.register("local_search", local_search, fit, rng=rng, moves=tuple(extra.get("ls_moves", ("region", "grid", "cuts", "split"))))
+    if extra.get("pareto"):
+        tb.register("select", tools.selNSGA2)
+    else:
+        tb.register("select", tools.selTournament, tournsize=3)
+    tb.register("map", map)
+    return tb
+
+
+def hypervolume_2d(points: list[tuple[float, float]], ref: tuple[float, float]) -> float:
+    """Area dominated by ``points`` (minimisation) inside the box up to ``ref``."""
+    pts = sorted(p for p in points if p[0] < ref[0] and p[1] < ref[1])
+    area, prev_e = 0.0, ref[1]
+    for t, e in pts:
+        if e < prev_e:
+            area += (ref[0] - t) * (prev_e - e)
+            prev_e = e
+    return area
+
+
+class _Parallel:
+    """multiprocessing map for the fitness of large populations (opt-in: ``parallel``)."""
+
+    def __init__(self, inst: Instance, workers: int) -> None:
+        import multiprocessing as mp
+        self.pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(inst,))
+
+    def map(self, fn, chunks):
+        return self.pool.map(fn, chunks)
+
+    def close(self) -> None:
+        self.pool.terminate()
+
+
+_WORKER_FIT: Fitness | None = None
+
+
+def _init_worker(inst: Instance) -> None:
+    global _WORKER_FIT
+    _WORKER_FIT = Fitness(inst)
+
+
+def _eval_chunk(chunk: list[Genome]) -> list[tuple]:
+    _WORKER_FIT(chunk)
+    return [(g.key, g.te, g.feasible) for g in chunk]
+
+
+def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+    extra = opts.extra
+    pareto = bool(extra.get("pareto"))
+    deadline = Deadline(opts.time_limit_s)
+    rng = np.random.default_rng(opts.seed)
+    random.seed(opts.seed)               # DEAP's selection draws from the random module
+    fit = Fitness(inst)
+    tb = build_toolbox(inst, fit, rng, extra)
+    pop_size = int(extra.get("population", 40))
+    max_gen = extra.get("generations")
+    stall_limit = int(extra.get("stall", 60))
+    ls_rate = float(extra.get("ls_rate", 0.25))
+    cxpb, mutpb = float(extra.get("cxpb", 0.7)), float(extra.get("mutpb", 0.6))
+    shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
+    from ...construct import feasible_shapes
+    all_shapes = feasible_shapes(inst)
+    if not all_shapes:
+        return finish("memetic", inst, opts, None, "infeasible", deadline)
+    parallel = _Parallel(inst, max(2, opts.workers)) if extra.get("parallel") else None
+    ls_time = 0.0
+    ls_gain = 0.0
+    stats: dict[str, Any] = {}
+
+    def evaluate(genomes: list[Genome]) -> None:
+        todo = [g for g in genomes if g.key is None]
+        if parallel is not None and len(todo) >= 64:
+            chunks = [todo[i::4] for i in range(4)]
+            for chunk, res in zip(chunks, parallel.map(_eval_chunk, chunks)):
+                for g, (k, te, ok) in zip(chunk, res):
+                    g.key, g.te, g.feasible = k, te, ok
+                fit.evaluations += len(chunk)
+        else:
+            fit(todo)
+        for g in genomes:
+            _set_fitness(g, pareto)
+
+    def improve(genomes: list[Genome]) -> None:
+        nonlocal ls_time, ls_gain
+        t = time.perf_counter()
+        for g in genomes:
+            if deadline.expired:
+                break
+            before = g.key[0]
+            tb.local_search(g)
+            if before < 1e300 and g.key[0] < before:
+                ls_gain += (before - g.key[0]) / max(abs(before), 1e-300)
+            _set_fitness(g, pareto)
+        ls_time += time.perf_counter() - t
+
+    # ---- generation 0: constructive seeds, their local optima, random fill
+    pop: list[Genome] = []
+    if opts.hint is not None:
+        pop.append(Genome.from_plan(inst, opts.hint))
+    if extra.get("seeding", True):
+        for D, P in shapes:
+            for build in CONSTRUCTORS.values():
+                grid, cuts, mb = build(inst, D, P)
+                pop.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+    while len(pop) < pop_size:
+        pop.append(random_genome(inst, rng, all_shapes))
+    evaluate(pop)
+    pop = _unique_best(pop, max(pop_size, len(pop)), pareto, tb)
+    if ls_rate > 0:
+        improve(pop[: max(1, int(ls_rate * pop_size))])
+    pop = _unique_best(pop, pop_size, pareto, tb)
+
+    best = min(pop, key=lambda g: g.key)
+    archive: dict[tuple, Genome] = {}
+    history = []
+    gen = 0
+    stall = 0
+    interrupted = False
+    bar = None
+    if opts.progress:
+        from tqdm import tqdm
+        bar = tqdm(total=max_gen, desc="memetic", unit="gen", leave=False, dynamic_ncols=True)
+    try:
+        while not deadline.expired and (max_gen is None or gen < max_gen) and stall < stall_limit:
+            gen += 1
+            if pareto:   # NSGA-II: random mating, survival by non-domination and crowding
+                parents = [pop[int(i)] for i in rng.integers(len(pop), size=len(pop))]
+            else:
+                parents = tb.select(pop, len(pop))
+            offspring = [p.copy() for p in parents]
+            for i in range(0, len(offspring) - 1, 2):
+                if rng.random() < cxpb:
+                    offspring[i] = tb.mate(offspring[i], offspring[i + 1])
+            for i, child in enumerate(offspring):
+                if rng.random() < mutpb:
+                    name = MUT_NAMES[int(rng.integers(len(MUT_NAMES)))]
+                    child = getattr(tb, f"mutate_{name}")(child)
+                    child.invalidate()
+                    offspring[i] = child
+                elif child.key is None:
+                    child.invalidate()
+            evaluate(offspring)
+            if ls_rate > 0:
+                ranked = sorted(offspring, key=lambda g: g.key)
+                k = max(1, int(ls_rate * len(offspring)))
+                improve(ranked[: k // 2 + 1] + [ranked[int(i)] for i in rng.choice(len(ranked), k // 2, replace=False)])
+            pop = _unique_best(pop + offspring, pop_size, pareto, tb)
+            cur = min(pop, key=lambda g: g.key)
+            if best.key is None or _key_better(inst, cur, best):
+                best, stall = cur.copy(), 0
+            else:
+                stall += 1
+            if pareto:
+                for g in pop:
+                    if g.feasible:
+                        archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
+            history.append((gen, round(deadline.elapsed, 3), best.te[0], best.te[1], fit.evaluations))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+        if parallel is not None:
+            parallel.close()
+    plan = best.to_plan(inst) if best.feasible else None
+    stats.update(generations=gen, evaluations=fit.evaluations, local_search_s=round(ls_time, 3),
+                 local_search_share=round(ls_time / max(deadline.elapsed, 1e-9), 3),
+                 local_search_gain=ls_gain, interrupted=interrupted, history=history[-200:])
+    status = "heuristic" if plan is not None else "unknown"
+    res = finish("memetic", inst, opts, plan, status, deadline, stats=stats)
+    if pareto:
+        for g in pop:
+            if g.feasible:
+                archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
+        from ...objective import pareto_filter
+        items = list(archive.values())
+        keep = pareto_filter([g.te for g in items])
+        res.pareto = [finish("memetic", inst, opts, items[i].to_plan(inst), "heuristic", deadline) for i in keep]
+        if res.pareto:
+            pts = [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto]
+            ref = (max(p[0] for p in pts) * 1.1, max(p[1] for p in pts) * 1.1)
+            res.stats["hypervolume"] = hypervolume_2d(pts, ref)
+            res.stats["hypervolume_ref"] = ref
+    return res
+
+
+MUT_NAMES = list(MUTATIONS)
+
+
+def _key_better(inst: Instance, a: Genome, b: Genome) -> bool:
+    from ... import objective as objmod
+    return objmod.better(inst.objective, a.key, b.key)
+
+
+def _unique_best(genomes: list[Genome], size: int, pareto: bool, tb: base.Toolbox) -> list[Genome]:
+    seen: set = set()
+    uniq = []
+    for g in sorted(genomes, key=lambda g: g.key):
+        sig = g.signature()
+        if sig not in seen:
+            seen.add(sig)
+            uniq.append(g)
+    if pareto:
+        if len(uniq) <= size:
+            return uniq
+        chosen = tools.selNSGA2(uniq, size)
+        return chosen
+    return uniq[:size]

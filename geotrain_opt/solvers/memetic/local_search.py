@@ -1,0 +1,179 @@
+"""Local search applied to offspring: the 'memetic' part.
+
+Three neighbourhoods, each evaluated as one numpy batch per step:
+
+* ``cuts``: best cut vector for the genome's grid and split; every cut vector
+  when there are at most ``CUT_ENUM_LIMIT`` of them (exact), else steepest
+  descent over moves of one cut by up to three layers;
+* ``grid``: swap two selected devices or swap a selected and an unused one,
+  first improving batch wins (a random sample of the pairs on large instances);
+* ``split`` (free split): move one micro-batch between replicas;
+* ``region``: pull a pipeline into its main region by replacing its off-region
+  devices with the fastest unused devices of that region.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ... import objective as objmod
+from .encoding import Fitness, Genome
+
+CUT_ENUM_LIMIT = 3000
+GRID_SAMPLE = 96
+
+
+def _better(fit: Fitness, key: tuple[float, float], ref: tuple[float, float]) -> bool:
+    return objmod.better(fit.obj, key, ref)
+
+
+def _best_of(fit: Fitness, D: int, P: int, grids, cuts, mb):
+    p, s, T, E, ok = fit.keys_of(D, P, grids, cuts, mb)
+    pmin = p.min()
+    ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
+    i = int(ties[np.argmin(s[ties])])
+    return i, (float(p[i]), float(s[i])), (float(T[i]), float(E[i])), bool(ok[i])
+
+
+def _accept(g: Genome, i, key, te, ok, grid=None, cuts=None, mb=None) -> None:
+    if grid is not None:
+        used = grid.reshape(-1)
+        rest = np.array([d for d in g.order.tolist() if d not in set(used.tolist())], dtype=np.int64)
+        g.order = np.concatenate([used, rest])
+    if cuts is not None:
+        g.cuts = np.asarray(cuts, dtype=np.int64).copy()
+    g.key, g.te, g.feasible = key, te, ok
+
+
+def all_cut_vectors(L: int, P: int) -> np.ndarray:
+    return np.array([[0, *c, L] for c in itertools.combinations(range(1, L), P - 1)], dtype=np.int64)
+
+
+def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
+    L, P, D = fit.inst.model.layers, g.P, g.D
+    if P == 1:
+        return False
+    fit([g])
+    start = g.key
+    if math.comb(L - 1, P - 1) <= CUT_ENUM_LIMIT:
+        cand = all_cut_vectors(L, P)
+        n = len(cand)
+        i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (n, D, P)), cand,
+                                  np.broadcast_to(g.mb, (n, D)))
+        if _better(fit, key, g.key):
+            _accept(g, i, key, te, ok, cuts=cand[i])
+        return g.key != start
+    for _ in range(4 * P):
+        moves = []
+        for j in range(1, P):
+            for step in (-3, -2, -1, 1, 2, 3):
+                c = g.cuts.copy()
+                c[j] += step
+                if c[j - 1] < c[j] < c[j + 1]:
+                    moves.append(c)
+        cand = np.array(moves)
+        n = len(cand)
+        i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (n, D, P)), cand,
+                                  np.broadcast_to(g.mb, (n, D)))
+        if not _better(fit, key, g.key):
+            break
+        _accept(g, i, key, te, ok, cuts=cand[i])
+    return g.key != start
+
+
+def grid_moves(fit: Fitness, g: Genome, rng: np.random.Generator, rounds: int = 6) -> bool:
+    n, D, P = fit.inst.n, g.D, g.P
+    m = D * P
+    fit([g])
+    start = g.key
+    for _ in range(rounds):
+        pairs = [(i, j) for i in range(m) for j in range(i + 1, n)]
+        if len(pairs) > GRID_SAMPLE:
+            pick = rng.choice(len(pairs), GRID_SAMPLE, replace=False)
+            pairs = [pairs[int(k)] for k in pick]
+        orders = np.repeat(g.order[None, :], len(pairs), axis=0)
+        for r, (i, j) in enumerate(pairs):
+            orders[r, [i, j]] = orders[r, [j, i]]
+        grids = orders[:, :m].reshape(-1, D, P)
+        i, key, te, ok = _best_of(fit, D, P, grids, np.broadcast_to(g.cuts, (len(pairs), P + 1)),
+                                  np.broadcast_to(g.mb, (len(pairs), D)))
+        if not _better(fit, key, g.key):
+            break
+        g.order = orders[i].copy()
+        g.key, g.te, g.feasible = key, te, ok
+    return g.key != start
+
+
+def region_moves(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
+    a = fit.inst.arrays
+    D, P = g.D, g.P
+    fit([g])
+    start = g.key
+    grid = g.grid
+    unused = [d for d in g.order[D * P:].tolist()]
+    cands = []
+    for k in range(D):
+        regions, counts = np.unique(a.region[grid[k]], return_counts=True)
+        if len(regions) == 1:
+            continue
+        main = regions[np.argmax(counts)]
+        pool = sorted((d for d in unused if a.region[d] == main), key=lambda d: -a.speed[d])
+        cand = grid.copy()
+        for j in range(P):
+            if a.region[cand[k, j]] != main and pool:
+                cand[k, j] = pool.pop(0)
+        if not np.array_equal(cand, grid):
+            cands.append(cand)
+    if not cands:
+        return False
+    grids = np.stack(cands)
+    i, key, te, ok = _best_of(fit, D, P, grids, np.broadcast_to(g.cuts, (len(cands), P + 1)),
+                              np.broadcast_to(g.mb, (len(cands), D)))
+    if _better(fit, key, g.key):
+        _accept(g, i, key, te, ok, grid=grids[i])
+    return g.key != start
+
+
+def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
+    """Free split: move one micro-batch between two replicas, steepest descent."""
+    if fit.inst.options.batch_split != "free" or g.D == 1:
+        return False
+    fit([g])
+    start = g.key
+    D, P = g.D, g.P
+    for _ in range(fit.inst.model.num_micro_batches):
+        cand = []
+        for x in range(D):
+            for y in range(D):
+                if x != y and g.mb[x] > 1:
+                    m = g.mb.copy()
+                    m[x] -= 1
+                    m[y] += 1
+                    cand.append(m)
+        if not cand:
+            break
+        mbs = np.array(cand)
+        i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (len(mbs), D, P)),
+                                  np.broadcast_to(g.cuts, (len(mbs), P + 1)), mbs)
+        if not _better(fit, key, g.key):
+            break
+        g.mb = mbs[i].copy()
+        g.key, g.te, g.feasible = key, te, ok
+    return g.key != start
+
+
+LOCAL_SEARCHES = {"cuts": optimize_cuts, "grid": grid_moves, "region": region_moves, "split": split_moves}
+
+
+def local_search(fit: Fitness, g: Genome, rng: np.random.Generator,
+                 moves=("region", "grid", "cuts", "split")) -> Genome:
+    """Apply the neighbourhoods in turn until none improves (at most three passes)."""
+    for _ in range(3):
+        improved = False
+        for name in moves:
+            improved |= LOCAL_SEARCHES[name](fit, g, rng)
+        if not improved:
+            break
+    return g

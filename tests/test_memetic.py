@@ -1,0 +1,94 @@
+"""Memetic solver: reaches proven optima, deterministic, honours its limits."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from geotrain_opt import evaluate, instance_from_dict, load_instance
+from geotrain_opt.generate import generate
+from geotrain_opt.pareto import pareto_front
+from geotrain_opt.solvers import SolveOptions, get
+from geotrain_opt.solvers.memetic import hypervolume_2d
+
+from .conftest import INSTANCES
+from .test_exact_agreement import SEEDS, tiny_instance
+
+
+def test_reaches_proven_optimum_on_95_percent():
+    hits, total, misses = 0, 0, []
+    for seed in SEEDS:
+        inst = tiny_instance(seed)
+        exact = get("cpsat")(inst, SolveOptions(time_limit_s=60))
+        assert exact.status in ("optimal", "infeasible")
+        t = time.perf_counter()
+        res = get("memetic")(inst, SolveOptions(time_limit_s=5, seed=seed))
+        assert time.perf_counter() - t < 6.0
+        total += 1
+        if exact.plan is None:
+            hits += res.plan is None
+            continue
+        ev = evaluate(inst, res.plan)
+        assert ev.acceptable and res.evaluation.time_s == pytest.approx(ev.time_s, rel=1e-12)
+        # a heuristic never beats a proven optimum
+        assert res.objective_value >= exact.objective_value * (1 - 1e-6)
+        if res.objective_value <= exact.objective_value * (1 + 1e-3):
+            hits += 1
+        else:
+            misses.append(seed)
+    assert hits >= 0.95 * total, misses
+
+
+def test_same_seed_same_result():
+    inst = load_instance(INSTANCES / "demo-8gpu.yaml")
+    opts = dict(time_limit_s=60, seed=7, extra={"generations": 15})
+    a = get("memetic")(inst, SolveOptions(**opts))
+    b = get("memetic")(inst, SolveOptions(**opts))
+    assert a.plan == b.plan and a.stats["evaluations"] == b.stats["evaluations"]
+    assert a.stats["generations"] == 15
+
+
+def test_time_limit_honoured():
+    inst = instance_from_dict(generate("geo", 128, 0))
+    t = time.perf_counter()
+    res = get("memetic")(inst, SolveOptions(time_limit_s=3, seed=1))
+    assert time.perf_counter() - t < 3 + 2.0
+    assert res.plan is not None and res.evaluation.feasible
+
+
+def test_interrupt_returns_best_so_far(monkeypatch):
+    import geotrain_opt.solvers.memetic as mm
+    inst = load_instance(INSTANCES / "demo-8gpu.yaml")
+    calls = {"n": 0}
+    real = mm.local_search
+
+    def flaky(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] > 40:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(mm, "local_search", flaky)
+    res = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=0))
+    assert res.stats["interrupted"] is True
+    assert res.plan is not None and evaluate(inst, res.plan).feasible
+
+
+def test_pareto_mode_front_is_non_dominated_and_near_exact():
+    inst = tiny_instance(57)
+    exact = pareto_front(inst, "bruteforce", SolveOptions())
+    heur = pareto_front(inst, "memetic", SolveOptions(time_limit_s=5, seed=0))
+    pts = [(r.evaluation.time_s, r.evaluation.energy_j) for r in heur.pareto]
+    ex = [(r.evaluation.time_s, r.evaluation.energy_j) for r in exact.pareto]
+    assert len(pts) >= 3
+    for p in pts:   # nothing the heuristic finds lies beyond the true front
+        assert not any(q[0] < p[0] * (1 - 1e-9) and q[1] < p[1] * (1 - 1e-9) for q in pts)
+        assert any(q[0] <= p[0] * (1 + 1e-9) and q[1] <= p[1] * (1 + 1e-9) for q in ex)
+    ref = (max(t for t, _ in ex + pts) * 1.1, max(e for _, e in ex + pts) * 1.1)
+    assert hypervolume_2d(pts, ref) >= 0.95 * hypervolume_2d(ex, ref)
+    assert heur.stats["hypervolume"] > 0
+
+
+def test_hypervolume_by_hand():
+    # two points (1, 3), (2, 1) under reference (4, 4): 3*1 + 2*2 = 7
+    assert hypervolume_2d([(1, 3), (2, 1)], (4, 4)) == pytest.approx(7.0)
