@@ -99,7 +99,7 @@ class CpSatBackend:
 def _hint(be: CpSatBackend, inst: Instance, shape: formulation.Shape, plan: Plan | None) -> None:
     if plan is None or plan.replicas != shape.D or plan.stages != shape.P:
         return
-    grid = plan.grid_indices(inst.index)
+    grid = formulation.canonical_grid(inst, plan.grid_indices(inst.index))
     for (g, k, j), var in shape.x.items():
         be.hint(var, 1 if grid[k][j] == g else 0)
     if shape.n_layers is not None:
@@ -111,7 +111,17 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
               hint: Plan | None) -> ShapeOutcome:
     be, shape = run_model(CpSatBackend, inst, D, P, kw)
     _hint(be, inst, shape, hint)
+    # Branch on the plan (assignment, layers, split) before the derived times: the
+    # default portfolio branches on huge integer time domains and can stall for
+    # seconds on a 4-GPU model that the fixed search closes in milliseconds.
+    decisions = list(shape.x.values())
+    decisions += list(shape.n_layers) if shape.n_layers is not None else list(shape.y.values())
+    decisions += [b for row in (shape.mb or []) for b in row]
+    be.m.add_decision_strategy(decisions, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
     solver = cp_model.CpSolver()
+    search = opts.extra.get("cpsat_search", "fixed")
+    if search == "fixed":
+        solver.parameters.search_branching = cp_model.FIXED_SEARCH
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, opts.workers)
     solver.parameters.random_seed = opts.seed

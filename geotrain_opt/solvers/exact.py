@@ -39,52 +39,100 @@ def rounding_error_units(inst: Instance, P: int) -> int:
     return (M + 2) * (L + P + 2) + 4 * P
 
 
+def lower_bound(inst: Instance) -> float:
+    """A bound on the primary objective of every plan, for shapes never reached.
+
+    Every selected device is busy at most T (T_k >= m_k t_kj), and the busy
+    time weighted by speed adds up to M * W_total, so T >= M W / sum(speeds);
+    likewise E >= busy energy >= min_g(P_busy/speed) * M W."""
+    a = inst.arrays
+    work = a.M * float(a.w_prefix[-1] + a.head_work)
+    T_lb = work / float(a.speed.sum())
+    E_lb = work * float((a.p_busy / a.speed).min())
+    return float(objmod.primary(inst.objective, T_lb, E_lb))
+
+
+def _constructive(inst: Instance, shapes) -> tuple[dict, list[tuple[float, Plan]]]:
+    """Best constructive plan per shape: warm start, cutoff, and the order of shapes."""
+    from ..heuristics import CONSTRUCTORS
+    best: dict[tuple[int, int], float] = {}
+    plans = []
+    for D, P in shapes:
+        for build in CONSTRUCTORS.values():
+            grid, cuts, mb = build(inst, D, P)
+            plan = Plan.from_indices(inst.ids, grid, cuts, mb)
+            ev = evaluate(inst, plan)
+            if ev.acceptable:
+                v = float(objmod.primary(inst.objective, ev.time_s, ev.energy_j))
+                best[(D, P)] = min(best.get((D, P), float("inf")), v)
+                plans.append((v, plan))
+    return best, plans
+
+
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
+    shapes = feasible_shapes(inst)
+    shape_guess, seeds = _constructive(inst, shapes)
     start_plans = [p for p in (opts.hint, smallest_feasible_plan(inst)) if p is not None]
+    start_plans += [p for _, p in sorted(seeds, key=lambda vp: vp[0])[:1]]
     for p in start_plans:
         ev = evaluate(inst, p)
         if ev.acceptable:
             inc.offer(p, ev.time_s, ev.energy_j)
-    ref = evaluate(inst, start_plans[-1]) if start_plans else None
+    ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0]) if start_plans else None)
     T_ref = ref.time_s if ref else 1.0
     E_ref = ref.energy_j if ref else 1000.0
     units = dict(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS)
     obj = inst.objective
-    shapes = feasible_shapes(inst)
-    status = "optimal"
-    open_bounds: list[float] = []
+    # promising shapes first: their optima become cutoffs that prune the rest
+    shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[0] * s[1]))
+    open_shapes: dict[tuple[int, int], float] = {}
     shape_values: dict[tuple[int, int], float] = {}
     log = []
-    for D, P in shapes:
-        if deadline.expired:
-            status = "time_limit"
-            open_bounds.append(float("-inf"))
-            continue
+
+    def attempt(D: int, P: int, seconds: float) -> None:
         cutoff = inc.key[0] * (1 + 1e-9) if inc.key else None
-        out = run(inst, D, P, dict(units, cutoff=cutoff), deadline.remaining, opts, inc.plan)
-        log.append({"D": D, "P": P, "status": out.status})
+        out = run(inst, D, P, dict(units, cutoff=cutoff), seconds, opts, inc.plan)
+        log.append({"D": D, "P": P, "status": out.status, "seconds": round(seconds, 2)})
         if out.plan is not None:
             ev = evaluate(inst, out.plan)
             if ev.acceptable:
                 inc.offer(out.plan, ev.time_s, ev.energy_j)
                 shape_values[(D, P)] = float(objmod.primary(obj, ev.time_s, ev.energy_j))
         if out.status in ("feasible", "unknown"):
-            status = "time_limit"
-            open_bounds.append(out.bound if out.bound is not None else float("-inf"))
-    # Tie-break (time: least E among fastest plans; energy: least T among cheapest).
+            open_shapes[(D, P)] = out.bound if out.bound is not None else lower_bound(inst)
+        else:
+            open_shapes.pop((D, P), None)
+
+    # pass 1: every shape gets a fair slice, so one hard shape cannot starve the others
+    for i, (D, P) in enumerate(shapes):
+        if deadline.expired:
+            open_shapes[(D, P)] = lower_bound(inst)
+            continue
+        slice_s = max(1.0, 2.0 * deadline.remaining / (len(shapes) - i))
+        attempt(D, P, min(slice_s, deadline.remaining))
+    # pass 2: the remaining time for the shapes still open, best bound first
+    todo = sorted(open_shapes, key=open_shapes.get)
+    for i, (D, P) in enumerate(todo):
+        if deadline.expired:
+            break
+        attempt(D, P, max(1.0, deadline.remaining / (len(todo) - i)))
+    status = "time_limit" if open_shapes else "optimal"
+    # tie-break (time: least E among fastest plans; energy: least T among cheapest)
     if inc.key and obj.kind in ("time", "energy") and status == "optimal":
         tie_kind = "energy" if obj.kind == "time" else "time"
         for (D, P), v in shape_values.items():
             if deadline.expired or v > inc.key[0] * (1 + 1e-6):
                 continue
             cap = dict(units, objective=tie_kind)
+            # the cap must admit the optimal plan despite the integer model's over-estimate
             if obj.kind == "time":
-                cap["time_cap"] = inc.key[0] * (1 + 1e-7)
+                cap["time_cap"] = inc.key[0] * (1 + 1e-7) + rounding_error_units(inst, P) * units["t_unit"]
             else:
-                cap["energy_cap"] = inc.key[0] * (1 + 1e-7)
-            out = run(inst, D, P, cap, deadline.remaining, opts, inc.plan)
+                cap["energy_cap"] = inc.key[0] * (1 + 1e-6)
+            # no hint: a hint the capped model rejects slows CP-SAT down by orders of magnitude
+            out = run(inst, D, P, cap, deadline.remaining, opts, None)
             if out.plan is not None:
                 ev = evaluate(inst, out.plan)
                 if ev.acceptable:
@@ -92,12 +140,10 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     if inc.plan is None:
         status = "infeasible" if status == "optimal" else "unknown"
     value = inc.key[0] if inc.key else None
-    if status == "optimal":
+    if status in ("optimal", "infeasible"):
         bound = value
     else:
-        bound = min(open_bounds + ([value] if value is not None else [])) if open_bounds else None
-        if bound is not None and bound == float("-inf"):
-            bound = None
+        bound = min(list(open_shapes.values()) + ([value] if value is not None else []), default=None)
     return finish(name, inst, opts, inc.plan, status, deadline, best_bound=bound,
                   stats={"shapes": len(shapes), "shape_log": log})
 

@@ -320,6 +320,23 @@ def interchangeable_classes(inst: Instance) -> list[list[int]]:
     return [c for c in classes if len(c) > 1]
 
 
+def canonical_grid(inst: Instance, grid: np.ndarray) -> np.ndarray:
+    """The equivalent grid that satisfies the symmetry rules of ``build`` (the
+    construction of formulations/exact.md §3.6), e.g. to turn any plan into a
+    valid solution hint."""
+    classes = interchangeable_classes(inst)
+    cls_of = {g: i for i, c in enumerate(classes) for g in c}
+    key = lambda g: min(classes[cls_of[g]]) if g in cls_of else g  # noqa: E731
+    D, P = grid.shape
+    k0 = min(range(D), key=lambda k: (key(int(grid[k, 0])), k))
+    g = np.roll(grid, -k0, axis=0).copy()
+    for c in classes:
+        slots = [(k, j) for k in range(D) for j in range(P) if int(g[k, j]) in c]
+        for (k, j), dev in zip(slots, c):    # slots come in rank order
+            g[k, j] = dev
+    return g
+
+
 def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int], list[int]]:
     """(grid, cuts, micro_batches) of the solution, given ``value(var) -> number``."""
     a = inst.arrays

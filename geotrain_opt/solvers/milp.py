@@ -126,7 +126,7 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     be, shape = run_model(PulpBackend, inst, D, P, kw)
     warm = False
     if hint is not None and hint.replicas == D and hint.stages == P:
-        grid = hint.grid_indices(inst.index)
+        grid = formulation.canonical_grid(inst, hint.grid_indices(inst.index))
         for (g, k, j), var in shape.x.items():
             be.hint(var, 1 if grid[k][j] == g else 0)
         warm = True

@@ -25,7 +25,7 @@ from ..base import Deadline, SolveOptions, finish
 from .encoding import Fitness, Genome, default_split
 from .local_search import local_search
 from .operators import CROSSOVERS, MUTATIONS, fresh_cuts, shape_ok
-from .seeding import CONSTRUCTORS, seed_shapes
+from ...heuristics import CONSTRUCTORS, seed_shapes
 
 if not hasattr(creator, "GeoKey"):
     # (primary, secondary) minimised lexicographically; NSGA-II mode stores (T, E)

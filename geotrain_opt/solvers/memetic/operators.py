@@ -9,7 +9,7 @@ import numpy as np
 
 from ...instance import Instance
 from .encoding import Genome, default_split
-from .seeding import speed_cuts
+from ...heuristics import speed_cuts
 
 
 def shape_ok(inst: Instance, D: int, P: int) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...construct import feasible_shapes, greedy_memory_cuts, inflight, split_micro_batches, stage_memory
-from ...instance import Instance
+from .construct import feasible_shapes, greedy_memory_cuts, inflight, split_micro_batches, stage_memory
+from .instance import Instance
 
 
 def speed_cuts(inst: Instance, stage_speed: np.ndarray) -> np.ndarray:
