@@ -5,7 +5,7 @@ Families:
   of the exact-solver tests); mixed invented GPU types, 1-3 regions, some
   memory-tight, some with a free batch split, GPipe or 1F1B, all three objectives.
 * ``small``: 8-16 GPUs from the catalog in 2-4 regions, for the exact solvers.
-* ``geo``: 32-1,024 catalog GPUs over 3-12 world regions; latency from
+* ``geo``: 16-4,096 catalog GPUs over 3-12 world regions; latency from
   great-circle distance, bandwidth from a window-limited TCP model (FACTS §4.1).
 """
 from __future__ import annotations
@@ -157,7 +157,7 @@ def geo(n: int, seed: int) -> dict[str, Any]:
 
 
 def generate(family: str, n: int, seed: int) -> dict[str, Any]:
-    ranges = {"tiny": (2, 6), "small": (8, 16), "geo": (32, 1024)}
+    ranges = {"tiny": (2, 6), "small": (8, 16), "geo": (16, 4096)}
     if family not in ranges:
         raise GeoTrainError(f"generate: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     lo, hi = ranges[family]

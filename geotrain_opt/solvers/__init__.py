@@ -12,6 +12,7 @@ _REGISTRY = {
     "cpsat": "geotrain_opt.solvers.cpsat",
     "milp": "geotrain_opt.solvers.milp",
     "memetic": "geotrain_opt.solvers.memetic",
+    "random-search": "geotrain_opt.solvers.random_search",
 }
 EXACT = ("bruteforce", "cpsat", "milp")
 

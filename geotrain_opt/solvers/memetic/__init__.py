@@ -7,7 +7,8 @@ one line, e.g. ``toolbox.register("mate", cx_stages, inst)``. Settings come from
 time limit), ``stall`` (generations without improvement before stopping, 60),
 ``ls_rate`` (share of offspring improved by local search, 0.25; 0 disables it),
 ``ls_moves``, ``cxpb`` (0.7), ``mutpb`` (0.6), ``parallel`` (multiprocessing map),
-``pareto`` (NSGA-II mode), ``seeding`` (True).
+``pareto`` (NSGA-II mode), ``seeding`` (True), ``max_evaluations`` (an evaluation
+budget, for fair comparisons), ``mutations`` (names to draw from, default all).
 """
 from __future__ import annotations
 
@@ -50,12 +51,14 @@ def random_genome(inst: Instance, rng: np.random.Generator, shapes: list[tuple[i
     return g
 
 
-def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra: dict) -> base.Toolbox:
+def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra: dict,
+                  stop=lambda: False) -> base.Toolbox:
     tb = base.Toolbox()
     tb.register("mate", CROSSOVERS[extra.get("crossover", "replicas")], inst, rng=rng)
     for name, op in MUTATIONS.items():
         tb.register(f"mutate_{name}", op, inst, rng=rng)
-    tb.register("local_search", local_search, fit, rng=rng, moves=tuple(extra.get("ls_moves", ("region", "grid", "cuts", "split"))))
+    tb.register("local_search", local_search, fit, rng=rng, stop=stop,
+                moves=tuple(extra.get("ls_moves", ("region", "grid", "cuts", "split"))))
     if extra.get("pareto"):
         tb.register("select", tools.selNSGA2)
     else:
@@ -109,10 +112,16 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     rng = np.random.default_rng(opts.seed)
     random.seed(opts.seed)               # DEAP's selection draws from the random module
     fit = Fitness(inst)
-    tb = build_toolbox(inst, fit, rng, extra)
+    max_evals = extra.get("max_evaluations")
+
+    def stop() -> bool:
+        return deadline.expired or (max_evals is not None and fit.evaluations >= max_evals)
+
+    tb = build_toolbox(inst, fit, rng, extra, stop)
     pop_size = int(extra.get("population", 40))
     max_gen = extra.get("generations")
     stall_limit = int(extra.get("stall", 60))
+    mut_names = list(extra.get("mutations", MUTATIONS))
     ls_rate = float(extra.get("ls_rate", 0.25))
     cxpb, mutpb = float(extra.get("cxpb", 0.7)), float(extra.get("mutpb", 0.6))
     shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
@@ -142,7 +151,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         nonlocal ls_time, ls_gain
         t = time.perf_counter()
         for g in genomes:
-            if deadline.expired:
+            if stop():
                 break
             before = g.key[0]
             tb.local_search(g)
@@ -179,7 +188,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         from tqdm import tqdm
         bar = tqdm(total=max_gen, desc="memetic", unit="gen", leave=False, dynamic_ncols=True)
     try:
-        while not deadline.expired and (max_gen is None or gen < max_gen) and stall < stall_limit:
+        while not stop() and (max_gen is None or gen < max_gen) and stall < stall_limit:
             gen += 1
             if pareto:   # NSGA-II: random mating, survival by non-domination and crowding
                 parents = [pop[int(i)] for i in rng.integers(len(pop), size=len(pop))]
@@ -191,7 +200,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                     offspring[i] = tb.mate(offspring[i], offspring[i + 1])
             for i, child in enumerate(offspring):
                 if rng.random() < mutpb:
-                    name = MUT_NAMES[int(rng.integers(len(MUT_NAMES)))]
+                    name = mut_names[int(rng.integers(len(mut_names)))]
                     child = getattr(tb, f"mutate_{name}")(child)
                     child.invalidate()
                     offspring[i] = child
@@ -245,7 +254,6 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     return res
 
 
-MUT_NAMES = list(MUTATIONS)
 
 
 def _key_better(inst: Instance, a: Genome, b: Genome) -> bool:

@@ -4,7 +4,7 @@ Three neighbourhoods, each evaluated as one numpy batch per step:
 
 * ``cuts``: best cut vector for the genome's grid and split; every cut vector
   when there are at most ``CUT_ENUM_LIMIT`` of them (exact), else steepest
-  descent over moves of one cut by up to three layers;
+  descent over moves of one cut by up to two layers;
 * ``grid``: swap two selected devices or swap a selected and an unused one,
   first improving batch wins (a random sample of the pairs on large instances);
 * ``split`` (free split): move one micro-batch between replicas;
@@ -21,7 +21,7 @@ import numpy as np
 from ... import objective as objmod
 from .encoding import Fitness, Genome
 
-CUT_ENUM_LIMIT = 3000
+CUT_ENUM_LIMIT = 500
 GRID_SAMPLE = 96
 
 
@@ -51,7 +51,7 @@ def all_cut_vectors(L: int, P: int) -> np.ndarray:
     return np.array([[0, *c, L] for c in itertools.combinations(range(1, L), P - 1)], dtype=np.int64)
 
 
-def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
+def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False) -> bool:
     L, P, D = fit.inst.model.layers, g.P, g.D
     if P == 1:
         return False
@@ -65,10 +65,12 @@ def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
         if _better(fit, key, g.key):
             _accept(g, i, key, te, ok, cuts=cand[i])
         return g.key != start
-    for _ in range(4 * P):
+    for _ in range(2 * P):
+        if stop():
+            break
         moves = []
         for j in range(1, P):
-            for step in (-3, -2, -1, 1, 2, 3):
+            for step in (-2, -1, 1, 2):
                 c = g.cuts.copy()
                 c[j] += step
                 if c[j - 1] < c[j] < c[j + 1]:
@@ -83,16 +85,22 @@ def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
     return g.key != start
 
 
-def grid_moves(fit: Fitness, g: Genome, rng: np.random.Generator, rounds: int = 6) -> bool:
+def grid_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False, rounds: int = 6) -> bool:
     n, D, P = fit.inst.n, g.D, g.P
     m = D * P
     fit([g])
     start = g.key
+    total = m * (n - 1) - m * (m - 1) // 2     # pairs (i < j) with i selected
     for _ in range(rounds):
-        pairs = [(i, j) for i in range(m) for j in range(i + 1, n)]
-        if len(pairs) > GRID_SAMPLE:
-            pick = rng.choice(len(pairs), GRID_SAMPLE, replace=False)
-            pairs = [pairs[int(k)] for k in pick]
+        if stop():
+            break
+        if total <= GRID_SAMPLE:
+            pairs = [(i, j) for i in range(m) for j in range(i + 1, n)]
+        else:   # sample without listing all pairs (1,024 GPUs: ~500k of them)
+            i = rng.integers(0, m, GRID_SAMPLE)
+            j = rng.integers(0, n - 1, GRID_SAMPLE)
+            j = j + (j >= i)
+            pairs = list(zip(i.tolist(), j.tolist()))
         orders = np.repeat(g.order[None, :], len(pairs), axis=0)
         for r, (i, j) in enumerate(pairs):
             orders[r, [i, j]] = orders[r, [j, i]]
@@ -106,7 +114,7 @@ def grid_moves(fit: Fitness, g: Genome, rng: np.random.Generator, rounds: int = 
     return g.key != start
 
 
-def region_moves(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
+def region_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False) -> bool:
     a = fit.inst.arrays
     D, P = g.D, g.P
     fit([g])
@@ -136,7 +144,7 @@ def region_moves(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
     return g.key != start
 
 
-def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
+def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False) -> bool:
     """Free split: move one micro-batch between two replicas, steepest descent."""
     if fit.inst.options.batch_split != "free" or g.D == 1:
         return False
@@ -144,6 +152,8 @@ def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator) -> bool:
     start = g.key
     D, P = g.D, g.P
     for _ in range(fit.inst.model.num_micro_batches):
+        if stop():
+            break
         cand = []
         for x in range(D):
             for y in range(D):
@@ -168,12 +178,15 @@ LOCAL_SEARCHES = {"cuts": optimize_cuts, "grid": grid_moves, "region": region_mo
 
 
 def local_search(fit: Fitness, g: Genome, rng: np.random.Generator,
-                 moves=("region", "grid", "cuts", "split")) -> Genome:
-    """Apply the neighbourhoods in turn until none improves (at most three passes)."""
+                 moves=("region", "grid", "cuts", "split"), stop=lambda: False) -> Genome:
+    """Apply the neighbourhoods in turn until none improves (at most three passes);
+    ``stop()`` (deadline, evaluation budget) is polled between steps."""
     for _ in range(3):
         improved = False
         for name in moves:
-            improved |= LOCAL_SEARCHES[name](fit, g, rng)
+            if stop():
+                return g
+            improved |= LOCAL_SEARCHES[name](fit, g, rng, stop=stop)
         if not improved:
             break
     return g
