@@ -51,9 +51,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace) -> solvers.SolveOptions:
     hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
+    extra = {"milp_solver": args.milp_solver}
+    for key in ("population", "generations"):
+        if getattr(args, key, None) is not None:
+            extra[key] = getattr(args, key)
+    if getattr(args, "parallel", False):
+        extra["parallel"] = True
     return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                                hint=hint, progress=not args.quiet,
-                                extra={"milp_solver": args.milp_solver})
+                                hint=hint, progress=not args.quiet, extra=extra)
 
 
 def _print_result(inst: Instance, res) -> None:
@@ -145,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="no progress output")
         p.add_argument("--milp-solver", choices=("auto", "highs", "cbc"), default="auto",
                        help="MILP engine behind PuLP (auto: HiGHS where installed, else CBC)")
+        p.add_argument("--population", type=int, help="memetic: population size (default 40)")
+        p.add_argument("--generations", type=int, help="memetic: generation limit (default: until the time limit)")
+        p.add_argument("--parallel", action="store_true",
+                       help="memetic: evaluate populations in a multiprocessing pool of --workers processes")
         if name == "solve":
             p.add_argument("--json", action="store_true", help="print the result as JSON")
         else:

@@ -92,3 +92,24 @@ def test_pareto_mode_front_is_non_dominated_and_near_exact():
 def test_hypervolume_by_hand():
     # two points (1, 3), (2, 1) under reference (4, 4): 3*1 + 2*2 = 7
     assert hypervolume_2d([(1, 3), (2, 1)], (4, 4)) == pytest.approx(7.0)
+
+
+def test_parallel_map_gives_the_serial_result():
+    inst = instance_from_dict(generate("geo", 64, 2))
+    extra = {"generations": 4, "population": 80, "ls_rate": 0.0}
+    serial = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=3, extra=dict(extra)))
+    par = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=3, workers=2, extra=dict(extra, parallel=True)))
+    assert par.plan == serial.plan and par.stats["evaluations"] == serial.stats["evaluations"]
+
+
+def test_cli_memetic_solve(tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "solve", str(INSTANCES / "demo-8gpu.yaml"),
+                        "--solver", "memetic", "--time-limit", "20", "--generations", "10", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert d["solver"] == "memetic" and d["evaluation"]["feasible"] and d["stats"]["generations"] == 10

@@ -27,10 +27,11 @@ def _floor(x: float) -> int:
 class CpSatBackend:
     """Integer model: a real quantity q with unit u is the integer q/u.
 
-    Each constraint is multiplied by a power of two S (as large as int64 allows,
-    at most 2^24) before its coefficients are rounded, and they are rounded so
-    that every cost is over-estimated, never under-estimated; the error per term
-    is at most one unit / S (formulations/exact.md §5).
+    Each constraint is multiplied by a power of two S (as large as keeps every
+    activity below 2^46, at most 2^24) before its coefficients are rounded, and
+    they are rounded so that every cost is over-estimated, never under-estimated;
+    the error per term is at most 1/S unit per unit of its variable
+    (formulations/exact.md §5).
     """
 
     def __init__(self) -> None:
@@ -62,11 +63,12 @@ class CpSatBackend:
     def _scaled(self, terms, unit: float, extra: float = 0.0) -> tuple[int, list[tuple[int, Any]], float]:
         ratios = [(c * self._u(v) / unit, v) for c, v in terms if c != 0]
         size = extra + sum(abs(r) * self.ub[v.index] for r, v in ratios)
-        small = min((abs(r) for r, _ in ratios), default=1.0)
         S = 1
         if all(float(r).is_integer() for r, _ in ratios):
-            return S, [(int(r), v) for r, v in ratios], size   # exact already; big factors upset presolve
-        while small * S < 2.0 ** 20 and S < 2 ** 24 and (size + 1) * S * 4 < 2.0 ** 60:
+            return S, [(int(r), v) for r, v in ratios], size   # exact already
+        # as fine as the magnitude limit allows: rounding costs at most 1/S unit per
+        # unit of each variable, and every activity stays below 2^46
+        while S < 2 ** 24 and (size + 1) * S * 2 < 2.0 ** 46:
             S *= 2
         return S, [(_ceil(S * r), v) for r, v in ratios], size
 
@@ -87,10 +89,12 @@ class CpSatBackend:
         self.m.add(sum(int(c) * v for c, v in terms) == rhs)
 
     def minimize(self, terms, unit: float) -> None:
-        # In model units, so the values are large and CP-SAT's absolute gap (one
-        # unit) is negligible; its default 1e-4 would end a search on a 1e-4 s T.
-        self.obj_unit = unit
-        self.m.minimize(sum(c * self._u(v) / unit * v for c, v in terms))
+        # An integer objective in model units (a float objective is rescaled by
+        # CP-SAT with its own precision, and ended searches early on these models).
+        # Coefficients are rounded up after scaling by S, like every row.
+        S, coefs, _ = self._scaled(terms, unit)
+        self.obj_unit = unit / S
+        self.m.minimize(sum(c * v for c, v in coefs))
 
     def hint(self, var: Any, value: float) -> None:
         self.m.add_hint(var, int(round(value)))
@@ -125,6 +129,11 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, opts.workers)
     solver.parameters.random_seed = opts.seed
+    # CP-SAT 9.15 derives wrong bounds from its "greater than at least one of"
+    # detection on these rows (S * t >= c * n if x_g, one x_g per slot): it proved
+    # sub-optimal plans optimal and feasible models infeasible on generated 12-GPU
+    # instances. Off, the results match the MILP and brute force.
+    solver.parameters.auto_detect_greater_than_at_least_one_of = False
     solver.parameters.relative_gap_limit = 0.0
     solver.parameters.absolute_gap_limit = 1.0
     st = solver.solve(be.m)
