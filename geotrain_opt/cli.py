@@ -113,6 +113,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .verify import summary, verify_paths, write_reports
+    if bool(args.instance) == bool(args.suite):
+        print("error: verify: give one INSTANCE or --suite DIR", file=sys.stderr)
+        return 2
+    if args.suite:
+        paths = sorted(p for p in Path(args.suite).iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        if not paths:
+            print(f"error: verify: no instance files in {args.suite}", file=sys.stderr)
+            return 2
+    else:
+        paths = [Path(args.instance)]
+    names = [n.strip() for n in args.solvers.split(",") if n.strip()]
+    for n in names:
+        solvers.get(n)          # unknown names fail here, before any work
+    vers = verify_paths(paths, names, args.time_limit, args.seed, progress=not args.quiet)
+    write_reports(vers, args.report, args.json)
+    print(summary(vers))
+    bad = [f"{v.instance}: {m}" for v in vers for m in v.inconsistencies]
+    for line in bad:
+        print(f"INCONSISTENT {line}")
+    print(f"{len(vers)} instances verified, {len(bad)} inconsistencies")
+    return 1 if bad else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="geotrain-opt", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -127,6 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("verify", help="cross-check solvers: re-evaluate plans, compare with proven optima")
+    p.add_argument("instance", nargs="?")
+    p.add_argument("--suite", help="verify every instance file in this folder")
+    p.add_argument("--solvers", default="memetic,cpsat,milp,bruteforce")
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per solver run (default 60)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report", help="write a Markdown report here")
+    p.add_argument("--json", help="write a JSON report here")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("generate", help="write a generated instance (same family, GPUs, seed: same bytes)")
     p.add_argument("--family", required=True, help="tiny, small or geo")
     p.add_argument("--gpus", type=int, required=True)

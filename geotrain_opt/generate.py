@@ -7,6 +7,10 @@ Families:
 * ``small``: 8-16 GPUs from the catalog in 2-4 regions, for the exact solvers.
 * ``geo``: 16-4,096 catalog GPUs over 3-12 world regions; latency from
   great-circle distance, bandwidth from a window-limited TCP model (FACTS §4.1).
+* ``mixed-power``: 4-64 GPUs of one speed but three power classes and regions of
+  different PUE, energy objective: the energy objective decides, not speed.
+* ``memory-tight``: 4-64 GPUs of 16, 24 and 80 GiB and a 6.7B-parameter model that
+  fits only on some subsets (long pipelines or the large-memory GPUs).
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import yaml
 
 from .errors import GeoTrainError
 
-FAMILIES = ("tiny", "small", "geo")
+FAMILIES = ("tiny", "small", "geo", "mixed-power", "memory-tight")
 
 # (name, latitude, longitude) of cloud regions, for great-circle latencies
 CITIES = [("virginia", 38.9, -77.4), ("ohio", 40.0, -83.0), ("oregon", 45.6, -121.2),
@@ -156,14 +160,67 @@ def geo(n: int, seed: int) -> dict[str, Any]:
             "options": {"batch_split": "free"}, "objective": {"kind": "time"}}
 
 
+def _regions_and_links(rng: np.random.Generator, k: int) -> tuple[list, list]:
+    cities = [CITIES[i] for i in rng.choice(len(CITIES), size=k, replace=False)]
+    inter = [{"a": a[0], "b": b[0], **wan_link(a[1:], b[1:])} for i, a in enumerate(cities) for b in cities[i + 1:]]
+    return cities, inter
+
+
+def _spread(rng: np.random.Generator, n: int, k: int) -> list[int]:
+    counts = [1] * k
+    for _ in range(n - k):
+        counts[int(rng.integers(k))] += 1
+    return counts
+
+
+def mixed_power(n: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    k = int(min(n, rng.integers(2, 4)))
+    cities, inter = _regions_and_links(rng, k)
+    classes = {"a100-eco": 250, "a100-std": 400, "a100-hot": 550}
+    types = {name: {"peak_tflops": 312, "efficiency": 0.45, "memory_gib": 80, "busy_w": w,
+                    "wait_w": round(w * 0.2), "source": "A100 SXM figures (FACTS §2), busy power varied"}
+             for name, w in classes.items()}
+    devices = []
+    for (city, _la, _lo), cnt in zip(cities, _spread(rng, n, k)):
+        devices.append({"count": cnt, "type": str(rng.choice(list(classes))), "region": city,
+                        "id_prefix": f"{city}-", "node": f"{city}-n", "gpus_per_node": 4})
+    return {"name": f"mixed-power-{n}-s{seed}",
+            "model": {"preset": "gpt2-large", "global_batch": 16, "micro_batch": 2},
+            "gpu_types": types, "devices": devices,
+            "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 2400},
+                        "intra_region": {"latency_ms": 0.1, "bandwidth_gbps": 100}, "inter_region": inter},
+            "energy": {"net_j_per_byte": 2.0e-7, "pue": {c[0]: _r(rng.uniform(1.05, 1.6), 2) for c in cities}},
+            "objective": {"kind": "energy"}}
+
+
+def memory_tight(n: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    k = int(min(n, rng.integers(1, 4)))
+    cities, inter = _regions_and_links(rng, k)
+    devices = []
+    for (city, _la, _lo), cnt in zip(cities, _spread(rng, n, k)):
+        typ = str(rng.choice(["T4", "A10", "A100-SXM4-80GB"], p=[0.45, 0.4, 0.15]))
+        devices.append({"count": cnt, "type": typ, "region": city, "id_prefix": f"{city}-",
+                        "node": f"{city}-n", "gpus_per_node": 2})
+    return {"name": f"memory-tight-{n}-s{seed}",
+            "model": {"preset": "gpt3-6.7b", "global_batch": 8, "micro_batch": 1, "recompute": "full"},
+            "devices": devices,
+            "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 600},
+                        "intra_region": {"latency_ms": 0.2, "bandwidth_gbps": 25},
+                        **({"inter_region": inter} if inter else {})},
+            "options": {"memory_headroom": 0.9}, "objective": {"kind": "time"}}
+
+
 def generate(family: str, n: int, seed: int) -> dict[str, Any]:
-    ranges = {"tiny": (2, 6), "small": (8, 16), "geo": (16, 4096)}
+    ranges = {"tiny": (2, 6), "small": (4, 16), "geo": (16, 4096), "mixed-power": (4, 64), "memory-tight": (4, 64)}
     if family not in ranges:
         raise GeoTrainError(f"generate: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     lo, hi = ranges[family]
     if not lo <= n <= hi:
         raise GeoTrainError(f"generate: --gpus for family {family} must be in {lo}..{hi}, got {n}")
-    return {"tiny": tiny, "small": small, "geo": geo}[family](n, seed)
+    return {"tiny": tiny, "small": small, "geo": geo, "mixed-power": mixed_power,
+            "memory-tight": memory_tight}[family](n, seed)
 
 
 def to_yaml(d: dict[str, Any]) -> str:
