@@ -9,10 +9,12 @@ class GeoTrainError(Exception):
 class InstanceError(GeoTrainError):
     """A malformed or inconsistent instance; ``field`` is the dotted path of the culprit."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, source: str | None = None) -> None:
         self.field = field
         self.message = message
-        super().__init__(f"instance: {field}: {message}")
+        self.source = source
+        where = f"instance {source}" if source else "instance"
+        super().__init__(f"{where}: {field}: {message}")
 
 
 class PlanError(GeoTrainError):

@@ -203,13 +203,19 @@ def memory_tight(n: int, seed: int) -> dict[str, Any]:
         typ = str(rng.choice(["T4", "A10", "A100-SXM4-80GB"], p=[0.45, 0.4, 0.15]))
         devices.append({"count": cnt, "type": typ, "region": city, "id_prefix": f"{city}-",
                         "node": f"{city}-n", "gpus_per_node": 2})
-    return {"name": f"memory-tight-{n}-s{seed}",
-            "model": {"preset": "gpt3-6.7b", "global_batch": 8, "micro_batch": 1, "recompute": "full"},
-            "devices": devices,
-            "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 600},
-                        "intra_region": {"latency_ms": 0.2, "bandwidth_gbps": 25},
-                        **({"inter_region": inter} if inter else {})},
-            "options": {"memory_headroom": 0.9}, "objective": {"kind": "time"}}
+    d = {"name": f"memory-tight-{n}-s{seed}",
+         "model": {"preset": "gpt3-6.7b", "global_batch": 8, "micro_batch": 1, "recompute": "full"},
+         "devices": devices,
+         "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 600},
+                     "intra_region": {"latency_ms": 0.2, "bandwidth_gbps": 25},
+                     **({"inter_region": inter} if inter else {})},
+         "options": {"memory_headroom": 0.9}, "objective": {"kind": "time"}}
+    # tight, not impossible: if no subset fits, the largest group becomes 80 GB A100s
+    from .construct import smallest_feasible_plan
+    from .instance import instance_from_dict
+    if smallest_feasible_plan(instance_from_dict(d)) is None:
+        max(devices, key=lambda g: g["count"])["type"] = "A100-SXM4-80GB"
+    return d
 
 
 def generate(family: str, n: int, seed: int) -> dict[str, Any]:

@@ -325,8 +325,11 @@ def load_instance(path: str | Path) -> Instance:
         text = p.read_text()
     except OSError as e:
         raise InstanceError("<file>", f"cannot read {path}: {e.strerror or e}") from None
-    data = parse_text(text, str(path))
-    inst = instance_from_dict(data, default_name=p.stem)
+    try:
+        data = parse_text(text, str(path))
+        inst = instance_from_dict(data, default_name=p.stem)
+    except InstanceError as e:     # name the file: a suite run reads many
+        raise InstanceError(e.field, e.message, source=str(path)) from None
     inst.source = str(path)
     return inst
 

@@ -142,7 +142,7 @@ def test_cli_malformed_yaml_one_line(tmp_path):
     r = run_cli("validate", str(p))
     assert r.returncode == 2
     assert r.stdout == "" and r.stderr.count("\n") == 1
-    assert r.stderr.startswith("error: instance: <file>: malformed YAML at line")
+    assert r.stderr.startswith(f"error: instance {p}: <file>: malformed YAML at line")
     assert "Traceback" not in r.stderr
 
 
