@@ -1,0 +1,63 @@
+"""Simulated annealing over the memetic genome with the memetic mutations.
+
+Each step draws a batch of neighbours (one random mutation each), evaluates them
+together, and walks them with the Metropolis rule against the current genome.
+Temperature falls geometrically from 5% to 0.01% of the current objective over the
+time limit (or the evaluation budget ``max_evaluations``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..heuristics import CONSTRUCTORS, seed_shapes
+from ..instance import Instance
+from ..plan import Plan
+from ..result import SolverResult
+from .base import Deadline, Incumbent, SolveOptions, finish
+from .memetic.encoding import Fitness, Genome
+from .memetic.operators import MUTATIONS
+
+T_START, T_END = 0.05, 1e-4
+
+
+def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+    deadline = Deadline(opts.time_limit_s)
+    rng = np.random.default_rng(opts.seed)
+    fit = Fitness(inst)
+    budget = opts.extra.get("max_evaluations")
+    batch = int(opts.extra.get("batch", 32))
+    starts = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *build(inst, D, P)))
+              for D, P in seed_shapes(inst, limit=12) for build in CONSTRUCTORS.values()]
+    if opts.hint is not None:
+        starts.append(Genome.from_plan(inst, opts.hint))
+    if not starts:
+        return finish("simulated-annealing", inst, opts, None, "infeasible", deadline)
+    fit(starts)
+    cur = min(starts, key=lambda g: g.key)
+    inc = Incumbent(inst)
+    names = list(MUTATIONS)
+    steps = 0
+    while not deadline.expired and (budget is None or fit.evaluations < budget):
+        frac = fit.evaluations / budget if budget else deadline.elapsed / max(deadline.seconds, 1e-9)
+        temp = T_START * (T_END / T_START) ** min(1.0, frac)
+        nbrs = []
+        for _ in range(batch):
+            g = cur.copy()
+            g = MUTATIONS[names[int(rng.integers(len(names)))]](inst, g, rng)
+            g.invalidate()
+            nbrs.append(g)
+        fit(nbrs)
+        for g in nbrs:
+            if g.feasible:
+                inc.offer(g.to_plan(inst), *g.te)
+            delta = (g.key[0] - cur.key[0]) / max(abs(cur.key[0]), 1e-300)
+            if delta <= 0 or rng.random() < math.exp(-delta / temp):
+                cur = g
+        steps += 1
+    if cur.feasible:
+        inc.offer(cur.to_plan(inst), *cur.te)
+    status = "heuristic" if inc.plan is not None else "unknown"
+    return finish("simulated-annealing", inst, opts, inc.plan, status, deadline,
+                  stats={"evaluations": fit.evaluations, "steps": steps})
