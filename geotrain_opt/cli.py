@@ -140,6 +140,38 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_suite
+    results = args.results or str(args.suite).rsplit(".", 1)[0] + ".results.jsonl"
+    run_suite(args.suite, results, workers=args.workers, dask=args.dask, progress=not args.quiet)
+    print(f"results in {results}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import load_rows, markdown, summarize, to_csv
+    recs = summarize(load_rows(args.results))
+    md = markdown(recs)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(md)
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write(to_csv(recs))
+    print(md)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from . import plots
+    inst = load_instance(args.instance)
+    written = plots.plot_instance(inst, args.kind, args.out, results=args.results, plan=args.plan,
+                                  solvers=args.solvers.split(","), time_limit=args.time_limit)
+    for w in written:
+        print(f"wrote {w}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="geotrain-opt", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -164,6 +196,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write a JSON report here")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_verify)
+    p = sub.add_parser("bench", help="run a benchmark suite (resumable JSONL results)")
+    p.add_argument("suite")
+    p.add_argument("--results", help="JSONL file to append to (default: SUITE.results.jsonl)")
+    p.add_argument("--workers", type=int, default=2, help="parallel runs (default 2)")
+    p.add_argument("--dask", help="run on a Dask cluster: a scheduler address, or 'local'")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_bench)
+    p = sub.add_parser("report", help="tables from benchmark results")
+    p.add_argument("results")
+    p.add_argument("--md", help="write the Markdown table here")
+    p.add_argument("--csv", help="write the CSV table here")
+    p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("plot", help="figures: pareto, scaling, gantt, map (PNG and SVG)")
+    p.add_argument("instance")
+    p.add_argument("--kind", required=True, choices=("pareto", "scaling", "gantt", "map"))
+    p.add_argument("--out", required=True, help="output path without extension")
+    p.add_argument("--results", help="bench results JSONL (scaling)")
+    p.add_argument("--plan", help="plan or result JSON (gantt, map)")
+    p.add_argument("--solvers", default="cpsat,memetic", help="solvers whose fronts to draw (pareto)")
+    p.add_argument("--time-limit", type=float, default=30.0)
+    p.set_defaults(fn=cmd_plot)
     p = sub.add_parser("generate", help="write a generated instance (same family, GPUs, seed: same bytes)")
     p.add_argument("--family", required=True, help="tiny, small or geo")
     p.add_argument("--gpus", type=int, required=True)

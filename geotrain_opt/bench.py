@@ -1,0 +1,161 @@
+"""Benchmark harness: instances x solvers x seeds, one JSON line per run.
+
+A suite file (YAML)::
+
+    name: headline
+    time_limit: 30            # default per run, seconds
+    seeds: [0, 1, 2]
+    objective: time           # optional override of every instance's objective
+    instances: [instances/real/dtfm-3-multi-datacenter.yaml, ...]
+    solvers:
+      - memetic
+      - {name: cpsat, time_limit: 60, seeds: [0]}    # deterministic: one seed is enough
+
+Results are appended to a JSONL file, one line per finished run, flushed and
+synced at once; a re-run skips (instance, solver, seed) triples already there, so
+an interrupted sweep loses nothing and duplicates nothing. Runs execute in a
+local process pool, or on a Dask cluster (``dask="local"`` or a scheduler address).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from .errors import GeoTrainError
+
+
+@dataclass(frozen=True)
+class Job:
+    instance: str
+    solver: str
+    seed: int
+    time_limit: float
+    objective: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.instance, self.solver, self.seed)
+
+
+def load_suite(path: str | Path) -> tuple[str, list[Job]]:
+    p = Path(path)
+    try:
+        d = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise GeoTrainError(f"suite {path}: cannot read: {e}") from None
+    if not isinstance(d, dict) or not d.get("instances") or not d.get("solvers"):
+        raise GeoTrainError(f"suite {path}: needs 'instances' and 'solvers' lists")
+    base = p.parent
+    default_seeds = d.get("seeds", [0])
+    default_limit = float(d.get("time_limit", 30))
+    jobs = []
+    from . import solvers
+    for inst in d["instances"]:
+        ipath = Path(inst)
+        if not ipath.is_absolute() and not ipath.exists():
+            ipath = base / inst
+        if not ipath.exists():
+            raise GeoTrainError(f"suite {path}: instances: no such file {inst}")
+        for s in d["solvers"]:
+            spec = {"name": s} if isinstance(s, str) else dict(s)
+            solvers.get(spec["name"])      # unknown solver: clear error now, not mid-sweep
+            for seed in spec.get("seeds", default_seeds):
+                jobs.append(Job(str(inst), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
+                                d.get("objective")))
+    return str(d.get("name", p.stem)), jobs
+
+
+def done_keys(results: Path) -> set[tuple[str, str, int]]:
+    keys = set()
+    if results.exists():
+        for line in results.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue        # a line cut by a crash: that run is simply done again
+            keys.add((r["instance"], r["solver"], r["seed"]))
+    return keys
+
+
+def run_job(job: Job, root: str = ".") -> dict[str, Any]:
+    """Run one job (in a worker process) and return its result row."""
+    from . import solvers
+    from .instance import load_instance
+    inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
+    if job.objective:
+        inst = inst.with_options(kind=job.objective)
+    t = time.perf_counter()
+    res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed))
+    ev = res.evaluation
+    return {"instance": job.instance, "instance_name": inst.name, "n_gpus": inst.n, "solver": job.solver,
+            "seed": job.seed, "objective": inst.objective.kind, "status": res.status,
+            "time_s": ev.time_s if ev else None, "energy_j": ev.energy_j if ev else None,
+            "objective_value": res.objective_value, "best_bound": res.best_bound,
+            "devices_used": len(res.plan.devices) if res.plan else None,
+            "wall_s": time.perf_counter() - t, "time_limit_s": job.time_limit,
+            "plan": res.plan.to_dict() if res.plan else None}
+
+
+def _append(results: Path, row: dict[str, Any]) -> None:
+    # a crash mid-write leaves a partial last line: start on a fresh one
+    if results.exists() and results.stat().st_size:
+        with open(results, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                with open(results, "a") as g:
+                    g.write("\n")
+    with open(results, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_suite(suite: str | Path, results: str | Path, workers: int = 2, dask: str | None = None,
+              root: str = ".", progress: bool = True) -> int:
+    """Run every job of the suite not yet in ``results``; returns how many ran."""
+    _, jobs = load_suite(suite)
+    out = Path(results)
+    done = done_keys(out)
+    todo = [j for j in jobs if j.key not in done]
+    if progress:
+        print(f"{len(jobs)} runs in the suite, {len(jobs) - len(todo)} already in {out}, {len(todo)} to run", flush=True)
+    for i, row in enumerate(_execute(todo, workers, dask, root)):
+        _append(out, row)
+        if progress:
+            print(f"[{i + 1}/{len(todo)}] {row['instance_name']} {row['solver']} seed {row['seed']}: "
+                  f"{row['status']}, T={row['time_s']}", flush=True)
+    return len(todo)
+
+
+def _execute(jobs: list[Job], workers: int, dask: str | None, root: str) -> Iterator[dict[str, Any]]:
+    if not jobs:
+        return
+    if dask:
+        from dask.distributed import Client, LocalCluster, as_completed as dask_completed
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None) if dask == "local" else None
+        client = Client(cluster if cluster is not None else dask)
+        try:
+            futures = [client.submit(run_job, j, root, pure=False) for j in jobs]
+            for fut in dask_completed(futures):
+                yield fut.result()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+        return
+    if workers <= 1:
+        for j in jobs:
+            yield run_job(j, root)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futs = [pool.submit(run_job, j, root) for j in jobs]
+        for fut in as_completed(futs):
+            yield fut.result()
