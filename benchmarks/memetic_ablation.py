@@ -1,6 +1,7 @@
 """Ablation of the memetic solver at equal evaluation budgets (not a test).
 
     python benchmarks/memetic_ablation.py [--sizes 16,64,256] [--seeds 5] [--budget 20000]
+    python benchmarks/memetic_ablation.py --equal-time 5 --seeds 3     # equal wall time instead
 
 Arms, all on the batched evaluator, all stopped by the same number of plan
 evaluations (local-search evaluations count):
@@ -36,8 +37,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--budget", type=int, default=20000)
     ap.add_argument("--time-limit", type=float, default=600.0)
+    ap.add_argument("--equal-time", type=float, default=None,
+                    help="compare at this many seconds per run instead of an evaluation budget")
     args = ap.parse_args()
-    print(f"budget: {args.budget} evaluations per run, {args.seeds} seeds\n")
+    if args.equal_time:
+        print(f"budget: {args.equal_time:g} s per run (no evaluation limit), {args.seeds} seeds\n")
+    else:
+        print(f"budget: {args.budget} evaluations per run, {args.seeds} seeds\n")
     print("| GPUs | arm | mean T (s) | std T | best T | mean evals | mean wall s |")
     print("|---|---|---|---|---|---|---|")
     for n in map(int, args.sizes.split(",")):
@@ -45,8 +51,9 @@ def main() -> None:
         for arm, (solver, extra) in ARMS.items():
             Ts, walls, evals = [], [], []
             for seed in range(args.seeds):
-                opts = SolveOptions(time_limit_s=args.time_limit, seed=seed,
-                                    extra=dict(extra, max_evaluations=args.budget, stall=10**9))
+                budget = {} if args.equal_time else {"max_evaluations": args.budget}
+                opts = SolveOptions(time_limit_s=args.equal_time or args.time_limit, seed=seed,
+                                    extra=dict(extra, stall=10**9, **budget))
                 t = time.perf_counter()
                 res = get(solver)(inst, opts)
                 walls.append(time.perf_counter() - t)

@@ -67,7 +67,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
             spec = {"name": s} if isinstance(s, str) else dict(s)
             solvers.get(spec["name"])      # unknown solver: clear error now, not mid-sweep
             for seed in spec.get("seeds", default_seeds):
-                jobs.append(Job(str(inst), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
+                jobs.append(Job(str(ipath), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
                                 d.get("objective")))
     return str(d.get("name", p.stem)), jobs
 
@@ -85,14 +85,21 @@ def done_keys(results: Path) -> set[tuple[str, str, int]]:
 
 
 def run_job(job: Job, root: str = ".") -> dict[str, Any]:
-    """Run one job (in a worker process) and return its result row."""
+    """Run one job (in a worker process) and return its result row; a run that
+    fails with a GeoTrainError becomes a row with status "error", not a dead sweep."""
     from . import solvers
     from .instance import load_instance
-    inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
-    if job.objective:
-        inst = inst.with_options(kind=job.objective)
     t = time.perf_counter()
-    res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed))
+    try:
+        inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
+        if job.objective:
+            inst = inst.with_options(kind=job.objective)
+        res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed))
+    except GeoTrainError as e:
+        return {"instance": job.instance, "instance_name": Path(job.instance).stem, "n_gpus": None,
+                "solver": job.solver, "seed": job.seed, "objective": job.objective, "status": "error",
+                "error": str(e), "time_s": None, "energy_j": None, "objective_value": None, "best_bound": None,
+                "devices_used": None, "wall_s": time.perf_counter() - t, "time_limit_s": job.time_limit, "plan": None}
     ev = res.evaluation
     return {"instance": job.instance, "instance_name": inst.name, "n_gpus": inst.n, "solver": job.solver,
             "seed": job.seed, "objective": inst.objective.kind, "status": res.status,

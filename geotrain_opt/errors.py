@@ -16,6 +16,9 @@ class InstanceError(GeoTrainError):
         where = f"instance {source}" if source else "instance"
         super().__init__(f"{where}: {field}: {message}")
 
+    def __reduce__(self):   # picklable, so a worker process can report it
+        return (InstanceError, (self.field, self.message, self.source))
+
 
 class PlanError(GeoTrainError):
     """A plan file that cannot even be evaluated (wrong shape, unknown device)."""
@@ -24,6 +27,9 @@ class PlanError(GeoTrainError):
         self.field = field
         self.message = message
         super().__init__(f"plan: {field}: {message}")
+
+    def __reduce__(self):
+        return (PlanError, (self.field, self.message))
 
 
 class SolverError(GeoTrainError):
