@@ -175,3 +175,24 @@ def test_solve_out_not_clobbered_on_error(tmp_path):
     bad.write_text("model: 3\n")
     r = run_cli("solve", str(bad), "--solver", "bruteforce", "--out", str(out))
     assert r.returncode == 2 and out.read_text() == "keep me"
+
+
+def test_json_instance_loads_like_yaml(tmp_path):
+    from geotrain_opt import load_instance
+    p = tmp_path / "tiny.json"
+    p.write_text(json.dumps(base()))
+    a, b = load_instance(p), load_instance(TINY)
+    assert a.ids == b.ids and (a.alpha == b.alpha).all() and (a.beta == b.beta).all()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"model\": ")
+    with pytest.raises(InstanceError) as e:
+        load_instance(bad)
+    assert "malformed JSON at line 1" in str(e.value)
+
+
+def test_plan_json_round_trip(tmp_path):
+    plan = Plan.make([["e0", "w0"], ["e1", "w1"]], [0, 1, 4], [2, 2])
+    assert Plan.from_dict(json.loads(plan.to_json())) == plan
+    p = tmp_path / "p.json"
+    p.write_text(plan.to_json())
+    assert Plan.load(p) == plan
