@@ -8,6 +8,7 @@ bound over the shapes left open.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from .. import objective as objmod
@@ -97,6 +98,11 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
         cutoff = inc.key[0] * (1 + 1e-9) if inc.key else None
         out = run(inst, D, P, dict(units, cutoff=cutoff), seconds, opts, inc.plan)
         log.append({"D": D, "P": P, "status": out.status, "seconds": round(seconds, 2)})
+        if opts.progress:      # one line per shape on stderr: long proofs show where they are
+            best = f"{inc.key[0]:.6g}" if inc.key else "-"
+            what = "no better plan" if out.status == "infeasible" and cutoff is not None else out.status
+            print(f"{name}: shape {D}x{P}: {what} ({len(log)} solved, {deadline.elapsed:.1f} s, best {best})",
+                  file=sys.stderr, flush=True)
         if out.plan is not None:
             ev = evaluate(inst, out.plan)
             if ev.acceptable:
