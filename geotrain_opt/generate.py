@@ -4,7 +4,7 @@ Families:
 * ``tiny``: 2-6 GPUs, 2-12 layers, small enough for brute force (the ground truth
   of the exact-solver tests); mixed invented GPU types, 1-3 regions, some
   memory-tight, some with a free batch split, GPipe or 1F1B, all three objectives.
-* ``small``: 8-16 GPUs from the catalog in 2-4 regions, for the exact solvers.
+* ``small``: 4-16 GPUs from the catalog in 2-4 regions, for the exact solvers.
 * ``geo``: 16-4,096 catalog GPUs over 3-12 world regions; latency from
   great-circle distance, bandwidth from a window-limited TCP model (FACTS §4.1).
 * ``mixed-power``: 4-64 GPUs of one speed but three power classes and regions of

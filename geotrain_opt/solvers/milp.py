@@ -107,13 +107,13 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
     if backend_name(opts) == "highs":
         return pulp.HiGHS(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
                           random_seed=opts.seed)
-    if not pulp.PULP_CBC_CMD().available():
-        raise SolverError("milp: the CBC binary bundled with PuLP is missing; install highspy or use cpsat")
     # CBC 2.10's pre-processing declares some of these big-M models infeasible
     # (seen on generated tiny instances); without it CBC is slower but correct.
     # PuLP 3 deprecates the bundled-CBC class name, not the bundled binary.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        if not pulp.PULP_CBC_CMD().available():
+            raise SolverError("milp: the CBC binary bundled with PuLP is missing; install highspy or use cpsat")
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
                                  warmStart=warm, options=["preprocess off", f"randomSeed {opts.seed + 1}",
                                                           f"randomCbcSeed {opts.seed + 1}"])
