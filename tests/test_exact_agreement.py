@@ -91,3 +91,16 @@ def test_cpsat_matches_milp_on_a_12_gpu_shape():
     assert a.status == b.status == "optimal"
     ta, tb = evaluate(inst, a.plan).time_s, evaluate(inst, b.plan).time_s
     assert ta == pytest.approx(tb, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["cpsat", "milp"])
+def test_warm_start_from_a_heuristic_plan(name):
+    from geotrain_opt import load_instance
+    from .conftest import INSTANCES
+    inst = load_instance(INSTANCES / "demo-8gpu.yaml")
+    hint = get("greedy")(inst, SolveOptions()).plan
+    cold = get(name)(inst, SolveOptions(time_limit_s=60))
+    warm = get(name)(inst, SolveOptions(time_limit_s=60, hint=hint))
+    assert cold.status == warm.status == "optimal"
+    assert warm.objective_value == pytest.approx(cold.objective_value, rel=1e-6)
+    assert warm.settings["hint"] == hint.to_dict()
