@@ -172,6 +172,25 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .simulate import simulate
+    inst = load_instance(args.instance)
+    plan = Plan.load(args.plan)
+    ev = evaluate(inst, plan)
+    sim = simulate(inst, plan, shared_links=args.shared_links, rendezvous=args.rendezvous)
+    rows = [["iteration time T (s)", f"{ev.time_s:.6g}", f"{sim.time_s:.6g}", f"{(sim.time_s / ev.time_s - 1):+.2%}"],
+            ["pipeline (s)", f"{ev.pipeline_s:.6g}", f"{sim.pipeline_s:.6g}", f"{(sim.pipeline_s / ev.pipeline_s - 1):+.2%}"],
+            ["all-reduce (s)", f"{ev.allreduce_s:.6g}", f"{sim.allreduce_s:.6g}", ""],
+            ["energy E (J)", f"{ev.energy_j:.6g}", f"{sim.energy_j:.6g}", f"{(sim.energy_j / ev.energy_j - 1):+.2%}"]]
+    if args.json:
+        print(json.dumps({"analytic": ev.to_dict(), "simulated": {
+            "time_s": sim.time_s, "pipeline_s": sim.pipeline_s, "allreduce_s": sim.allreduce_s,
+            "energy_j": sim.energy_j, "busy_s": sim.busy_s, "wait_s": sim.wait_s}}, indent=2))
+    else:
+        print(table(rows, ["quantity", "analytic", "simulated", "simulated vs analytic"]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="geotrain-opt", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -186,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("simulate", help="discrete-event simulation of a plan vs the analytic model")
+    p.add_argument("instance")
+    p.add_argument("plan")
+    p.add_argument("--shared-links", action="store_true", help="transfers between two regions share one link")
+    p.add_argument("--rendezvous", action="store_true", help="a send waits for the receiver's posted receive")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("verify", help="cross-check solvers: re-evaluate plans, compare with proven optima")
     p.add_argument("instance", nargs="?")
     p.add_argument("--suite", help="verify every instance file in this folder")
