@@ -1,0 +1,25 @@
+"""The teaching notebooks run from top to bottom (each well under two minutes)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def test_all_four_are_there():
+    assert [p.stem for p in NOTEBOOKS] == ["01_problem", "02_exact_formulations", "03_memetic", "04_pareto"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_executes(path):
+    nb = nbformat.read(path, as_version=4)
+    t = time.perf_counter()
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert time.perf_counter() - t < 120
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
