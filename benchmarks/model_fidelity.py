@@ -29,7 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time-limit", type=float, default=20.0)
     args = ap.parse_args()
-    errs = {s: ([], []) for s in SETTINGS}
+    errs = {(s, sch): ([], []) for s in SETTINGS for sch in ("1f1b", "gpipe")}
     print("| instance | solver | schedule | analytic T (s) | " + " | ".join(f"{s}: T err, E err" for s in SETTINGS) + " |")
     print("|---|---|---|---|" + "---|" * len(SETTINGS))
     for name in INSTANCES:
@@ -45,15 +45,17 @@ def main() -> None:
                 for s, kw in SETTINGS.items():
                     sim = simulate(inst, res.plan, **kw)
                     eT, eE = sim.time_s / ev.time_s - 1, sim.energy_j / ev.energy_j - 1
-                    errs[s][0].append(eT)
-                    errs[s][1].append(eE)
+                    errs[(s, schedule)][0].append(eT)
+                    errs[(s, schedule)][1].append(eE)
                     cells.append(f"{eT:+.1%}, {eE:+.1%}")
                 print(f"| {inst.name} | {solver} | {schedule} | {ev.time_s:.4g} | " + " | ".join(cells) + " |", flush=True)
-    print("\n| simulator setting | plans | median T error | worst T error | median E error | worst E error |")
-    print("|---|---|---|---|---|---|")
-    for s, (t, e) in errs.items():
+    print("\n| simulator setting | schedule | plans | median T error | worst T error | median E error | worst E error |")
+    print("|---|---|---|---|---|---|---|")
+    for (s, sch), (t, e) in errs.items():
+        if not t:
+            continue
         worst = lambda xs: max(xs, key=abs)  # noqa: E731
-        print(f"| {s} | {len(t)} | {statistics.median(t):+.1%} | {worst(t):+.1%} | "
+        print(f"| {s} | {sch} | {len(t)} | {statistics.median(t):+.1%} | {worst(t):+.1%} | "
               f"{statistics.median(e):+.1%} | {worst(e):+.1%} |")
 
 
