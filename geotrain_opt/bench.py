@@ -10,6 +10,7 @@ A suite file (YAML)::
     solvers:
       - memetic
       - {name: cpsat, time_limit: 60, seeds: [0]}    # deterministic: one seed is enough
+      - {name: random-search, extra: {max_evaluations: 5000}}   # solver options
 
 Results are appended to a JSONL file, one line per finished run, flushed and
 synced at once; a re-run skips (instance, solver, seed) triples already there, so
@@ -38,6 +39,7 @@ class Job:
     seed: int
     time_limit: float
     objective: str | None = None
+    extra: str = "{}"          # solver options (JSON), e.g. an evaluation budget
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -68,7 +70,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
             solvers.get(spec["name"])      # unknown solver: clear error now, not mid-sweep
             for seed in spec.get("seeds", default_seeds):
                 jobs.append(Job(str(ipath), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
-                                d.get("objective")))
+                                d.get("objective"), json.dumps(spec.get("extra", {}), sort_keys=True)))
     return str(d.get("name", p.stem)), jobs
 
 
@@ -94,7 +96,8 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
         inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
         if job.objective:
             inst = inst.with_options(kind=job.objective)
-        res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed))
+        res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed,
+                                                                 extra=json.loads(job.extra)))
     except GeoTrainError as e:
         return {"instance": job.instance, "instance_name": Path(job.instance).stem, "n_gpus": None,
                 "solver": job.solver, "seed": job.seed, "objective": job.objective, "status": "error",
