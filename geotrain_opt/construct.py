@@ -1,8 +1,6 @@
 """Constructive pieces shared by describe, the solvers' seeding and the baselines."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .evaluator import BatchEvaluator
@@ -93,9 +91,3 @@ def smallest_feasible_plan(inst: Instance) -> Plan | None:
             if res.feasible[0]:
                 return Plan.from_indices(inst.ids, grid, cuts, mbs)
     return None
-
-
-def count_plans(n: int, D: int, P: int, L: int) -> int:
-    """Ordered grids up to ring rotation, times cut vectors (split not included)."""
-    grids = math.perm(n, D * P) // D
-    return grids * math.comb(L - 1, P - 1)

@@ -5,7 +5,7 @@ from collections import Counter
 
 from . import units
 from .construct import smallest_feasible_plan
-from .evaluator import Evaluation, evaluate
+from .evaluator import Evaluation
 from .instance import Instance
 
 
@@ -74,5 +74,3 @@ def describe_evaluation(inst: Instance, ev: Evaluation) -> str:
         out.append(f"violation: {v}")
     return "\n".join(out)
 
-
-__all__ = ["describe_instance", "describe_evaluation", "evaluate", "table"]

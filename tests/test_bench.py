@@ -2,7 +2,6 @@
 duplicating rows; the same suite runs on a real Dask LocalCluster."""
 from __future__ import annotations
 
-import json
 
 import pytest
 

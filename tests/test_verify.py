@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
 from geotrain_opt import load_instance, solvers
 from geotrain_opt.verify import render, verify_instance, verify_paths

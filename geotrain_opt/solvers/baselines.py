@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import objective as objmod
 from ..construct import feasible_shapes, split_micro_batches, uniform_cuts
 from ..heuristics import CONSTRUCTORS, seed_shapes, speed_cuts
 from ..instance import Instance
@@ -76,9 +75,3 @@ def greedy(inst: Instance, opts: SolveOptions) -> SolverResult:
             for build in CONSTRUCTORS.values():
                 yield build(inst, D, P)
     return _best("greedy", inst, opts, cands())
-
-
-def best_key(inst: Instance, res: SolverResult) -> tuple[float, float] | None:
-    if res.evaluation is None:
-        return None
-    return objmod.key(inst.objective, res.evaluation.time_s, res.evaluation.energy_j)

@@ -19,13 +19,16 @@ from typing import Any
 import numpy as np
 from deap import base, creator, tools
 
+from ... import objective as objmod
+from ...construct import feasible_shapes
 from ...instance import Instance
+from ...objective import pareto_filter
 from ...plan import Plan
 from ...result import SolverResult
 from ..base import Deadline, SolveOptions, finish
 from .encoding import Fitness, Genome, default_split
 from .local_search import local_search
-from .operators import CROSSOVERS, MUTATIONS, fresh_cuts, shape_ok
+from .operators import CROSSOVERS, MUTATIONS, fresh_cuts
 from ...heuristics import CONSTRUCTORS, seed_shapes
 
 if not hasattr(creator, "GeoKey"):
@@ -125,7 +128,6 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     ls_rate = float(extra.get("ls_rate", 0.25))
     cxpb, mutpb = float(extra.get("cxpb", 0.7)), float(extra.get("mutpb", 0.6))
     shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
-    from ...construct import feasible_shapes
     all_shapes = feasible_shapes(inst)
     if not all_shapes:
         return finish("memetic", inst, opts, None, "infeasible", deadline)
@@ -242,7 +244,6 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         for g in pop:
             if g.feasible:
                 archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
-        from ...objective import pareto_filter
         items = list(archive.values())
         keep = pareto_filter([g.te for g in items])
         res.pareto = [finish("memetic", inst, opts, items[i].to_plan(inst), "heuristic", deadline) for i in keep]
@@ -257,7 +258,6 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
 
 
 def _key_better(inst: Instance, a: Genome, b: Genome) -> bool:
-    from ... import objective as objmod
     return objmod.better(inst.objective, a.key, b.key)
 
 
