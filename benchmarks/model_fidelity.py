@@ -3,7 +3,7 @@
     python benchmarks/model_fidelity.py [--time-limit 20]
 
 For the best plans of several solvers on bundled instances, compare the analytic
-T and E (PROBLEM.md §3) with the simulator's, in three simulator settings: plain
+T and E (formulations/model.md §3) with the simulator's, in three simulator settings: plain
 (independent links), shared inter-region links, and rendezvous sends. Prints the
 per-plan errors and a summary: median and worst relative error of T and E
 (positive = the simulation is slower / costlier, i.e. the analytic model is optimistic).

@@ -1,12 +1,12 @@
 """Built-in GPU catalog and model presets.
 
-Figures come from ../shared/FACTS.md; each entry names its source. Conventions:
+Each entry names the public source of its figures. Conventions:
 
 * ``peak_tflops`` is the *dense* FP16/BF16 tensor rate with FP32 accumulation
   (sparse figures are twice that and are never used).
 * ``memory_gib``: the vendors' "GB" label taken as GiB (HBM capacities are
   binary); the small difference is covered by ``memory_headroom``.
-* ``busy_w`` is the board power (TDP): FACTS §3.2 "Peak per-GPU power in LLM
+* ``busy_w`` is the board power (TDP): "Peak per-GPU power in LLM
   training iterations reaches or exceeds TDP" (Patel et al., ASPLOS'24).
 * ``wait_w`` is the power of a GPU that holds a context and spins on a
   transfer. Measured for A100 (85 W) and A40 (70 W) in ml-energy/kareus; for

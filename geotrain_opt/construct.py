@@ -3,21 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import stagecost as sc
 from .evaluator import BatchEvaluator
 from .instance import Instance
 from .plan import Plan
 
 
-def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, inflight: int) -> float:
-    """Bytes a device needs to hold stage ``j`` = layers [lo, hi) of a P-stage pipeline."""
+def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, m: int) -> float:
+    """Bytes a device needs to hold stage ``j`` = layers [lo, hi) of a P-stage
+    pipeline whose replica runs ``m`` micro-batches."""
     a = inst.arrays
-    N = a.par_prefix[hi] - a.par_prefix[lo] + (a.emb_params if j == 0 else 0.0) + (a.head_params if j == P - 1 else 0.0)
-    act = a.act_prefix[hi] - a.act_prefix[lo] + (a.logits if j == P - 1 else 0.0)
-    return float(a.state_bytes * N + act * inflight)
-
-
-def inflight(inst: Instance, P: int, j: int, m: int) -> int:
-    return m if inst.arrays.gpipe else min(P - j, m)
+    _S, q = sc.flushes(a, max(int(m), 1))
+    return sc.stage_memory_of(a, P, j, lo, hi, int(q))
 
 
 def greedy_memory_cuts(inst: Instance, caps: list[float], m: int) -> list[int] | None:
@@ -31,13 +28,13 @@ def greedy_memory_cuts(inst: Instance, caps: list[float], m: int) -> list[int] |
     cuts, lo = [0], 0
     for j in range(P - 1):
         hi = lo
-        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, inflight(inst, P, j, m)) <= caps[j]:
+        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, m) <= caps[j]:
             hi += 1
         if hi == lo:
             return None
         cuts.append(hi)
         lo = hi
-    if stage_memory(inst, P, P - 1, lo, L, inflight(inst, P, P - 1, m)) > caps[-1]:
+    if stage_memory(inst, P, P - 1, lo, L, m) > caps[-1]:
         return None
     cuts.append(L)
     return cuts

@@ -1,4 +1,4 @@
-"""The cost model of PROBLEM.md §3, twice: a literal reference and a batched path.
+"""The cost model of formulations/model.md §3, twice: a literal reference and a batched path.
 
 ``evaluate`` follows the contract term by term in plain Python so that a reader
 can check it against the text; ``BatchEvaluator`` computes the same numbers for
@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import stagecost as sc
 from .instance import Instance
 from .plan import Plan
 
@@ -53,7 +54,7 @@ class Evaluation:
 
 
 def evaluate(inst: Instance, plan: Plan) -> Evaluation:
-    """Evaluate one plan exactly as PROBLEM.md §3 states it."""
+    """Evaluate one plan exactly as formulations/model.md §3 states it."""
     m = inst.model
     a = inst.arrays
     P, D = plan.stages, plan.replicas
@@ -75,25 +76,32 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     if a.uniform and len(set(mk)) > 1:
         violations.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {a.M / D:g}")
 
-    # -- per-stage work W_j, parameters N_j, activations act_j
+    # -- per-stage work W_j, parameters N_j, activations act_j (logits apart)
     W, N, act = [], [], []
     for j in range(P):
         lo, hi = c[j], c[j + 1]
         W.append(float(a.w_prefix[hi] - a.w_prefix[lo]) + (a.head_work if j == P - 1 else 0.0))
         N.append(float(a.par_prefix[hi] - a.par_prefix[lo]) + (a.emb_params if j == 0 else 0.0)
                  + (a.head_params if j == P - 1 else 0.0))
-        act.append(float(a.act_prefix[hi] - a.act_prefix[lo]) + (a.logits if j == P - 1 else 0.0))
+        act.append(float(a.act_prefix[hi] - a.act_prefix[lo]))
 
     t = [[W[j] / a.speed[g_idx[k][j]] for j in range(P)] for k in range(D)]
+    kappa = inst.options.exposed_comm
+    steps = inst.options.accumulation_steps
+    # flushes S_k = min(S, m_k) of at most q_k = ceil(m_k / S_k) micro-batches
+    Sk = [min(steps, mk[k]) if mk[k] >= 1 else 1 for k in range(D)]
+    qk = [-(-mk[k] // Sk[k]) for k in range(D)]
 
-    # -- pipelines
+    # -- pipelines (beta is the effective bandwidth: NIC shares included)
     Tk = []
     for k in range(D):
         links = [(g_idx[k][j], g_idx[k][j + 1]) for j in range(P - 1)]
         occ = [A * a.inv_beta[u, v] for u, v in links]
         x = [a.alpha[u, v] + o for (u, v), o in zip(links, occ)]
-        tau = max(max(t[k]), max(occ, default=0.0))
-        Tk.append(sum(t[k]) + 2.0 * sum(x) + (mk[k] - 1) * tau)
+        o = [0.0] + occ + [0.0]            # o_{k,-1} = o_{k,P-1} = 0
+        tau = max(max(t[k][j] + 2.0 * kappa * (o[j] + o[j + 1]) for j in range(P)),
+                  max(occ, default=0.0))
+        Tk.append(Sk[k] * (sum(t[k]) + 2.0 * sum(x)) + (mk[k] - Sk[k]) * tau)
 
     # -- data-parallel rings
     R = []
@@ -131,13 +139,15 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     network = a.net_j_per_byte * cross
     E = busy + wait + network
 
-    # -- memory
+    # -- memory: state, activations of the micro-batches in flight, logits on the last stage
     memory: dict[str, float] = {}
     for k in range(D):
         for j in range(P):
             g = g_idx[k][j]
-            inflight = mk[k] if a.gpipe else min(P - j, mk[k])
+            inflight = qk[k] if a.gpipe else min(P - j, qk[k])
             mem = a.state_bytes * N[j] + act[j] * inflight
+            if j == P - 1:
+                mem += a.logits * (inflight if m.recompute == "none" else 1)
             memory[plan.grid[k][j]] = mem
             if mem > a.mem_cap[g]:
                 violations.append(f"memory: {plan.grid[k][j]} (replica {k}, stage {j}) needs "
@@ -202,30 +212,22 @@ class BatchEvaluator:
         self.calls += 1
         self.plans += n
         lo, hi = cuts[:, :-1], cuts[:, 1:]
-        W = a.w_prefix[hi] - a.w_prefix[lo]
-        N = a.par_prefix[hi] - a.par_prefix[lo]
-        act = a.act_prefix[hi] - a.act_prefix[lo]
-        W[:, -1] += a.head_work
-        N[:, 0] += a.emb_params
-        N[:, -1] += a.head_params
-        act[:, -1] += a.logits
+        first = np.arange(P) == 0
+        last = np.arange(P) == P - 1
+        W = sc.stage_work(a, lo, hi, last)
+        N = sc.stage_params(a, lo, hi, first, last)
+        act = sc.stage_act(a, lo, hi)
 
         t = W[:, None, :] / a.speed[grid]                       # (n, D, P)
         mbf = mb.astype(float)
-        if P > 1:
-            u, v = grid[:, :, :-1], grid[:, :, 1:]
-            occ = a.A * a.inv_beta[u, v]                         # (n, D, P-1)
-            x = a.alpha[u, v] + occ
-            tau = np.maximum(t.max(axis=2), occ.max(axis=2))
-            Tk = t.sum(axis=2) + 2.0 * x.sum(axis=2) + (mbf - 1.0) * tau
-            cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
-        else:
-            Tk = t[:, :, 0] * mbf
-            cross_pipe = np.zeros(n)
+        u, v = grid[:, :, :-1], grid[:, :, 1:]
+        occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
+        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf)
+        cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
         if D > 1:
             nxt = np.roll(grid, -1, axis=1)
             gradb = 2.0 * (D - 1) / D * a.grad_bytes * N        # (n, P)
-            R = gradb * a.inv_beta[grid, nxt].max(axis=1) + 2.0 * (D - 1) * a.alpha[grid, nxt].max(axis=1)
+            R = sc.ring_time(a, D, N, a.inv_beta[grid, nxt].max(axis=1), a.alpha[grid, nxt].max(axis=1))
             cross_ring = (a.cross[grid, nxt].sum(axis=1) * gradb).sum(axis=1)
         else:
             R = np.zeros((n, P))
@@ -240,11 +242,10 @@ class BatchEvaluator:
         network = a.net_j_per_byte * (cross_pipe + cross_ring)
         E = busy + wait + network
 
-        if a.gpipe:
-            inflight = np.broadcast_to(mbf[:, :, None], (n, D, P))
-        else:
-            inflight = np.minimum((P - np.arange(P))[None, None, :], mbf[:, :, None])
-        mem = a.state_bytes * N[:, None, :] + act[:, None, :] * inflight
+        _S, q = sc.flushes(a, np.maximum(mb, 1))
+        infl = sc.inflight(a, P, np.arange(P)[None, None, :], q[:, :, None])
+        infl = np.broadcast_to(infl, (n, D, P))
+        mem = sc.stage_memory(a, N[:, None, :], act[:, None, :], last[None, None, :], infl)
         ok = (mem <= a.mem_cap[grid]).all(axis=(1, 2))
         ok &= (np.diff(cuts, axis=1) > 0).all(axis=1) & (cuts[:, 0] == 0) & (cuts[:, -1] == a.L)
         ok &= (mb >= 1).all(axis=1) & (mb.sum(axis=1) == a.M)

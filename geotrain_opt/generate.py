@@ -6,7 +6,7 @@ Families:
   memory-tight, some with a free batch split, GPipe or 1F1B, all three objectives.
 * ``small``: 4-16 GPUs from the catalog in 2-4 regions, for the exact solvers.
 * ``geo``: 16-4,096 catalog GPUs over 3-12 world regions; latency from
-  great-circle distance, bandwidth from a window-limited TCP model (FACTS §4.1).
+  great-circle distance, bandwidth from a window-limited TCP model.
 * ``mixed-power``: 4-64 GPUs of one speed but three power classes and regions of
   different PUE, energy objective: the energy objective decides, not speed.
 * ``memory-tight``: 4-64 GPUs of 16, 24 and 80 GiB and a 6.7B-parameter model that
@@ -30,7 +30,7 @@ CITIES = [("virginia", 38.9, -77.4), ("ohio", 40.0, -83.0), ("oregon", 45.6, -12
           ("frankfurt", 50.1, 8.7), ("tokyo", 35.7, 139.7), ("seoul", 37.6, 127.0),
           ("singapore", 1.35, 103.8), ("sydney", -33.9, 151.2), ("saopaulo", -23.5, -46.6)]
 FIBRE_KM_PER_MS = 200.0 / 1.5   # light in fibre ~200 km/ms, routes ~1.5x the great circle
-TCP_WINDOW_BYTES = 2.5e6        # FACTS §4.1: single-stream rate x RTT ~ 2.3-2.7 MB
+TCP_WINDOW_BYTES = 2.5e6        # single-stream rate x RTT ~ 2.3-2.7 MB
 STREAMS = 8                     # parallel streams a trainer opens per link
 
 
@@ -179,7 +179,7 @@ def mixed_power(n: int, seed: int) -> dict[str, Any]:
     cities, inter = _regions_and_links(rng, k)
     classes = {"a100-eco": 250, "a100-std": 400, "a100-hot": 550}
     types = {name: {"peak_tflops": 312, "efficiency": 0.45, "memory_gib": 80, "busy_w": w,
-                    "wait_w": round(w * 0.2), "source": "A100 SXM figures (FACTS §2), busy power varied"}
+                    "wait_w": round(w * 0.2), "source": "A100 SXM figures, busy power varied"}
              for name, w in classes.items()}
     devices = []
     for (city, _la, _lo), cnt in zip(cities, _spread(rng, n, k)):

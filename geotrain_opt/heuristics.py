@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .construct import feasible_shapes, greedy_memory_cuts, inflight, split_micro_batches, stage_memory
+from .construct import feasible_shapes, greedy_memory_cuts, split_micro_batches, stage_memory
 from .instance import Instance
 
 
@@ -33,7 +33,7 @@ def _cuts_for(inst: Instance, grid: np.ndarray, mb: list[int]) -> np.ndarray:
     cuts = speed_cuts(inst, a.speed[grid].min(axis=0))
     caps = a.mem_cap[grid].min(axis=0)
     P = grid.shape[1]
-    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), inflight(inst, P, j, max(mb))) <= caps[j]
+    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), max(mb)) <= caps[j]
                for j in range(P))
     if not fits:
         mem = greedy_memory_cuts(inst, [float(c) for c in caps], max(mb))

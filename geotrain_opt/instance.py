@@ -120,7 +120,7 @@ class Model:
     def num_micro_batches(self) -> int:
         return self.global_batch // self.micro_batch
 
-    # Per-layer quantities of PROBLEM.md §1.1 (one micro-batch).
+    # Per-layer quantities of formulations/model.md §1.1 (one micro-batch).
     def layer_forward_flop(self) -> float:
         b, s, h, f = self.micro_batch, self.seq_len, self.hidden, self.ffn_hidden
         return b * s * (8.0 * h * h + 4.0 * h * f + 4.0 * s * h)
@@ -168,6 +168,7 @@ class Device:
     wait_w: float
     region: str
     node: str
+    nic_bps: float | None = None     # the node's NIC, bytes/s, shared by its devices
 
     @property
     def speed(self) -> float:
@@ -180,6 +181,8 @@ class Options:
     schedule: str = "1f1b"
     batch_split: str = "uniform"
     max_devices: int | None = None
+    exposed_comm: float = 0.5        # kappa: exposed fraction of a stage's P2P communication
+    accumulation_steps: int = 1      # S: pipeline flushes per iteration
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,7 @@ class InstanceArrays:
     p_wait: np.ndarray       # (n,) W, times PUE
     region: np.ndarray       # (n,) int region index
     alpha: np.ndarray        # (n, n)
-    inv_beta: np.ndarray     # (n, n) s/byte, diagonal 0
+    inv_beta: np.ndarray     # (n, n) s/byte of the effective bandwidth (NIC share included), diagonal 0
     cross: np.ndarray        # (n, n) 1.0 where regions differ
     w_prefix: np.ndarray     # (L+1,) cumulative work per micro-batch
     par_prefix: np.ndarray   # (L+1,) cumulative parameters
@@ -277,6 +280,9 @@ class InstanceArrays:
     gpipe: bool
     uniform: bool
     net_j_per_byte: float
+    kappa: float             # exposed pipeline communication
+    steps: int               # accumulation steps S
+    logits_per_inflight: bool  # recompute none: logits of every in-flight micro-batch are kept
 
     @staticmethod
     def build(inst: Instance) -> "InstanceArrays":
@@ -294,6 +300,7 @@ class InstanceArrays:
         reg = np.array([regions[d.region] for d in inst.devices], dtype=np.int64)
         with np.errstate(divide="ignore"):
             inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
+        inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
         np.fill_diagonal(inv_beta, 0.0)
         arrs = InstanceArrays(
             speed=np.array([d.speed for d in inst.devices]),
@@ -310,11 +317,27 @@ class InstanceArrays:
             state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, M=m.num_micro_batches, L=L,
             gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",
             net_j_per_byte=inst.net_j_per_byte,
+            kappa=inst.options.exposed_comm, steps=inst.options.accumulation_steps,
+            logits_per_inflight=m.recompute == "none",
         )
         for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
                   arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix):
             a.setflags(write=False)
         return arrs
+
+
+def nic_inv_share(inst: Instance) -> np.ndarray:
+    """(n, n) seconds per byte that the node NICs impose on a cross-node pair:
+    max(n(u)/nic(u), n(v)/nic(v)), 0 within a node or where no NIC is given
+    (beta_eff = min(beta, nic(u)/n(u), nic(v)/n(v)), formulations/model.md)."""
+    nodes: dict[str, int] = {}
+    node_of = np.array([nodes.setdefault(d.node, len(nodes)) for d in inst.devices], dtype=np.int64)
+    size = np.bincount(node_of)
+    nic = np.array([d.nic_bps if d.nic_bps else np.inf for d in inst.devices])
+    share = size[node_of] / nic                          # s/byte of one device's NIC share
+    out = np.maximum(share[:, None], share[None, :])
+    out[node_of[:, None] == node_of[None, :]] = 0.0
+    return out
 
 
 # --------------------------------------------------------------------- loading
@@ -355,7 +378,7 @@ _TOP = {"name", "description", "source", "model", "gpu_types", "devices", "netwo
 _MODEL = {"preset", "layers", "hidden", "heads", "seq_len", "vocab", "ffn_hidden", "global_batch",
           "micro_batch", "precision_bytes", "recompute", "state_bytes", "grad_bytes", "layer_overrides"}
 _GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source"}
-_DEVICE = {"id", "type", "region", "node", "count", "id_prefix", "gpus_per_node"} | (_GPU - {"source"})
+_DEVICE = {"id", "type", "region", "node", "count", "id_prefix", "gpus_per_node", "nic_gbps"} | (_GPU - {"source"})
 _LINK = {"latency_ms", "bandwidth_gbps"}
 
 
@@ -476,6 +499,7 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
         raise InstanceError("devices", "expected a non-empty list of devices")
     out: list[Device] = []
     seen: set[str] = set()
+    node_nic: dict[str, tuple[float | None, str]] = {}
     for i, entry in enumerate(raw):
         r = _Reader(entry, f"devices[{i}]")
         r.unknown_keys(_DEVICE)
@@ -497,23 +521,38 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
                                     "only allowed together with count")
             ids = [r.string("id")]
             nodes = [r.string("node", f"{ids[0]}-node")]
+        nic = units.gbps_to_bytes_per_s(r.number("nic_gbps", positive=True)) if r.has("nic_gbps") else None
         for did, node in zip(ids, nodes):
             if did in seen:
                 raise InstanceError(r.sub("id"), f"duplicate device id {did!r}")
             seen.add(did)
+            if node in node_nic and node_nic[node][0] != nic:
+                raise InstanceError(r.sub("nic_gbps"), f"devices of node {node!r} disagree on nic_gbps "
+                                    f"({_gbps(node_nic[node][0])} at {node_nic[node][1]}, {_gbps(nic)} here)")
+            node_nic.setdefault(node, (nic, did))
             out.append(Device(did, tname, units.tflops_to_flops(spec.peak_tflops), spec.efficiency,
-                              units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node))
+                              units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node, nic))
     return out
 
 
+def _gbps(bps: float | None) -> str:
+    return "none" if bps is None else f"{bps / units.GBIT_PER_S:g}"
+
+
+
 def _read_options(r: _Reader, n: int) -> Options:
-    r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices"})
+    r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices", "exposed_comm",
+                    "accumulation_steps"})
     head = r.number("memory_headroom", 0.9, positive=True)
     if head > 1:
         raise InstanceError(r.sub("memory_headroom"), f"must be in (0, 1], got {head}")
     maxd = r.integer("max_devices", 0, minimum=1) if r.has("max_devices") else None
+    kappa = r.number("exposed_comm", 0.5, nonneg=True)
+    if kappa > 1:
+        raise InstanceError(r.sub("exposed_comm"), f"must be in [0, 1], got {kappa}")
+    steps = r.integer("accumulation_steps", 1, minimum=1)
     return Options(head, r.choice("schedule", SCHEDULES, "1f1b"),
-                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd)
+                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps)
 
 
 def _read_objective(r: _Reader) -> Objective:
@@ -547,7 +586,7 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
     regions = {d.region for d in devices}
 
     def directed(entries: Any, path: str, names: set[str], what: str) -> dict[tuple[str, str], tuple[float, float]]:
-        # {a, b} covers both directions unless {b, a} is listed too (PROBLEM.md §1.3).
+        # {a, b} covers both directions unless {b, a} is listed too (formulations/model.md §1.3).
         if not isinstance(entries, list):
             raise InstanceError(path, "expected a list of {a, b, latency_ms, bandwidth_gbps}")
         explicit: dict[tuple[str, str], tuple[float, float]] = {}
@@ -626,12 +665,12 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
 def _check_fits_somewhere(inst: Instance) -> None:
     """Reject instances that no plan can satisfy: the embedding or head stage alone
     (one layer, one micro-batch in flight) exceeds the largest usable memory."""
+    from .stagecost import stage_memory_of
     a = inst.arrays
     cap = float(a.mem_cap.max())
-    one_layer_par = float(a.par_prefix[1])
-    one_layer_act = float(a.act_prefix[1])
-    first = a.state_bytes * (one_layer_par + a.emb_params) + one_layer_act
-    last = a.state_bytes * (one_layer_par + a.head_params) + one_layer_act + a.logits
+    L = a.L
+    first = stage_memory_of(a, 2, 0, 0, 1, 1) if L > 1 else stage_memory_of(a, 1, 0, 0, 1, 1)
+    last = stage_memory_of(a, 2, 1, L - 1, L, 1) if L > 1 else first
     worst, what = (first, "the first stage (embeddings + one layer)") if first > last else (last, "the last stage (one layer + LM head)")
     if worst > cap:
         raise InstanceError("model", f"fits on no subset of devices: {what} needs {worst / units.GIB:.2f} GiB "

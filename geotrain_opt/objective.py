@@ -1,4 +1,4 @@
-"""Objectives of PROBLEM.md §4 as sort keys shared by every solver."""
+"""Objectives of formulations/model.md §4 as sort keys shared by every solver."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The plan every solver returns (PROBLEM.md §2) and its JSON form."""
+"""The plan every solver returns (formulations/model.md §2) and its JSON form."""
 from __future__ import annotations
 
 import json

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")   # files only, no screen
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import stagecost as sc
 from .evaluator import evaluate  # noqa: E402
 from .generate import CITIES  # noqa: E402
 from .instance import Instance  # noqa: E402
@@ -65,9 +66,8 @@ def schedule(inst: Instance, plan: Plan, k: int = 0) -> tuple[list, float]:
     ev = evaluate(inst, plan)
     g = plan.grid_indices(inst.index)[k]
     P, m = plan.stages, plan.micro_batches[k]
-    t = [(a.w_prefix[plan.cuts[j + 1]] - a.w_prefix[plan.cuts[j]] + (a.head_work if j == P - 1 else 0)) / a.speed[g[j]]
-         for j in range(P)]
-    hop = [a.alpha[g[j], g[j + 1]] + a.A * a.inv_beta[g[j], g[j + 1]] for j in range(P - 1)]
+    t = [float(sc.stage_work(a, plan.cuts[j], plan.cuts[j + 1], j == P - 1)) / a.speed[g[j]] for j in range(P)]
+    hop = [float(sc.hop(a, g[j], g[j + 1])) for j in range(P - 1)]
     free = [0.0] * P
     fend = [[0.0] * P for _ in range(m)]
     bars = []

@@ -1,4 +1,4 @@
-"""The one result type every solver returns (PROBLEM.md §5)."""
+"""The one result type every solver returns (formulations/model.md §5)."""
 from __future__ import annotations
 
 import json

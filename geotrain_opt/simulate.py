@@ -4,24 +4,34 @@ Executes the schedule operation by operation: every forward and backward of ever
 micro-batch on every stage (1F1B or GPipe order), every activation and gradient
 transfer on a link resource (serialisation A/beta, then latency alpha), and the
 data-parallel ring all-reduce step by step (2(D-1) steps of S/D bytes). It measures
-what the analytic model of PROBLEM.md §3 estimates in closed form, so the two can be
+what the analytic model of formulations/model.md §3 estimates in closed form, so the two can be
 compared (benchmarks/model_fidelity.py, formulations/simulator.md).
 
 Options:
 * ``shared_links``: transfers between two regions share one link per direction
-  and region pair (capacity = that pair's bandwidth) instead of one per device pair;
+  and region pair (capacity = that pair's bandwidth) instead of one per device pair,
+  and node NICs (``nic_gbps``) are shared resources per node and direction instead
+  of the static share nic/n of the analytic model;
 * ``rendezvous``: a send starts only once the receiver has posted its receive and
   that notice has reached the sender (one more latency), as blocking P2P does.
 
 Forward and backward split a stage's per-micro-batch time like the FLOP: forward
 F/(3F) of the layers' work (F/(4F) with full recomputation, whose backward redoes
-the forward) and one third of the LM head's.
+the forward) and one third of the LM head's. Exposed communication (``exposed_comm``
+kappa): each forward and each backward of stage j also holds the stage for
+kappa (o_{j-1} + o_j), the part of its four transfers that does not overlap compute
+(counted as waiting, not busy, in the energy). Gradient accumulation runs a
+replica's micro-batches in S_k flushes, one after the other on every stage.
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from . import stagecost as sc
+from .construct import split_micro_batches
 from .evaluator import evaluate
 from .instance import Instance
 from .plan import Plan
@@ -37,6 +47,17 @@ class SimResult:
     wait_s: dict[str, float]
     replica_end_s: list[float]
     ops: list[tuple] = field(default_factory=list)   # (device, kind, micro-batch, start, end)
+
+
+def flushed_order(P: int, j: int, m: int, steps: int, schedule: str) -> list[tuple[str, int]]:
+    """Stage j's operations over S_k = min(steps, m) flushes, one after the other."""
+    S = max(1, min(steps, m))
+    out: list[tuple[str, int]] = []
+    first = 0
+    for size in split_micro_batches(m, S):
+        out += [(kind, first + i) for kind, i in stage_order(P, j, size, schedule)]
+        first += size
+    return out
 
 
 def stage_order(P: int, j: int, m: int, schedule: str) -> list[tuple[str, int]]:
@@ -61,20 +82,36 @@ class _Links:
     def __init__(self, inst: Instance, shared: bool) -> None:
         self.inst, self.shared = inst, shared
         self.free_at: dict[tuple, float] = {}
+        nodes: dict[str, int] = {}
+        self.node = [nodes.setdefault(d.node, len(nodes)) for d in inst.devices]
+        self.nic = [d.nic_bps for d in inst.devices]
+        with np.errstate(divide="ignore"):
+            self.raw_inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
 
-    def key(self, u: int, v: int) -> tuple:
+    def keys(self, u: int, v: int) -> list[tuple[tuple, float]]:
+        """The resources a transfer u -> v occupies, with seconds per byte on each."""
         a = self.inst.arrays
-        if self.shared and a.region[u] != a.region[v]:
-            return ("region", int(a.region[u]), int(a.region[v]))
-        return ("pair", u, v)
+        if not self.shared:
+            return [(("pair", u, v), float(a.inv_beta[u, v]))]     # static NIC share included
+        if a.region[u] != a.region[v]:
+            out = [(("region", int(a.region[u]), int(a.region[v])), float(self.raw_inv_beta[u, v]))]
+        else:
+            out = [(("pair", u, v), float(self.raw_inv_beta[u, v]))]
+        if self.node[u] != self.node[v]:
+            if self.nic[u]:
+                out.append((("nic-out", self.node[u]), 1.0 / self.nic[u]))
+            if self.nic[v]:
+                out.append((("nic-in", self.node[v]), 1.0 / self.nic[v]))
+        return out
 
     def transfer(self, u: int, v: int, ready: float, nbytes: float) -> float:
-        """Start no earlier than ``ready``; returns the arrival time."""
+        """Start no earlier than ``ready`` and once every resource is free; returns the arrival time."""
         a = self.inst.arrays
-        k = self.key(u, v)
-        start = max(ready, self.free_at.get(k, 0.0))
-        busy = nbytes * a.inv_beta[u, v]
-        self.free_at[k] = start + busy
+        ks = self.keys(u, v)
+        start = max([ready] + [self.free_at.get(k, 0.0) for k, _ in ks])
+        busy = max(nbytes * spb for _, spb in ks)
+        for k, _ in ks:
+            self.free_at[k] = start + busy
         return start + busy + a.alpha[u, v]
 
 
@@ -87,10 +124,14 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     rf = 1.0 / (3 + (1 if m.recompute == "full" else 0))
     fwd, bwd = [], []
     for j in range(P):
-        layers = a.w_prefix[c[j + 1]] - a.w_prefix[c[j]]
+        layers = float(sc.stage_work(a, c[j], c[j + 1], False))
         head = a.head_work if j == P - 1 else 0.0
         fwd.append(layers * rf + head / 3)
         bwd.append(layers * (1 - rf) + 2 * head / 3)
+    # exposed communication of each slot per forward (and per backward)
+    exposed = [[a.kappa * ((float(sc.occupancy(a, grid[k][j - 1], grid[k][j])) if j else 0.0)
+                           + (float(sc.occupancy(a, grid[k][j], grid[k][j + 1])) if j < P - 1 else 0.0))
+                for j in range(P)] for k in range(D)]
     links = _Links(inst, shared_links)
     schedule = inst.options.schedule
     ops_log: list[tuple] = []
@@ -101,7 +142,7 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     # arrived. Transfers wait in a heap by ready time and are put on their link in
     # that order: every operation that can run is run before the next transfer is
     # delivered, so deliveries come in non-decreasing ready time and FIFO holds.
-    orders = [[stage_order(P, j, plan.micro_batches[k], schedule) for j in range(P)] for k in range(D)]
+    orders = [[flushed_order(P, j, plan.micro_batches[k], a.steps, schedule) for j in range(P)] for k in range(D)]
     pos = [[0] * P for _ in range(D)]
     idle_at = [[0.0] * P for _ in range(D)]
     arrived: dict[tuple, float] = {}      # (k, j, kind, i) -> input at stage j
@@ -128,9 +169,10 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
             return False
         g = int(grid[k][j])
         start = max(idle_at[k][j], arrived[need] if need else 0.0)
-        end = start + (fwd[j] if kind == "F" else bwd[j]) / a.speed[g]
+        compute = (fwd[j] if kind == "F" else bwd[j]) / a.speed[g]
+        end = start + compute + exposed[k][j]
         idle_at[k][j] = stage_end[k][j] = end
-        busy[plan.grid[k][j]] += end - start
+        busy[plan.grid[k][j]] += compute
         pos[k][j] += 1
         if record:
             ops_log.append((plan.grid[k][j], kind, i, start, end))
@@ -167,7 +209,7 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     allreduce = 0.0
     if D > 1:
         for j in range(P):
-            nbytes = a.grad_bytes * (ev_stage_params(inst, plan, j)) / D
+            nbytes = a.grad_bytes * float(sc.stage_params(a, c[j], c[j + 1], j == 0, j == P - 1)) / D
             t = max(stage_end[k][j] for k in range(D))
             t0 = t
             for _step in range(2 * (D - 1)):
@@ -185,9 +227,3 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     energy += evaluate(inst, plan).network_j          # same bytes cross regions
     return SimResult(T, pipeline, allreduce, energy, busy, wait, pipe_end, ops_log)
 
-
-def ev_stage_params(inst: Instance, plan: Plan, j: int) -> float:
-    a = inst.arrays
-    c, P = plan.cuts, plan.stages
-    return float(a.par_prefix[c[j + 1]] - a.par_prefix[c[j]] + (a.emb_params if j == 0 else 0.0)
-                 + (a.head_params if j == P - 1 else 0.0))

@@ -1,4 +1,4 @@
-"""Costs of the tiny instance worked out by hand from PROBLEM.md §3.
+"""Costs of the tiny instance worked out by hand from formulations/model.md §3.
 
 Constants of instances/tiny-4gpu-2region.yaml (b=1, s=h=1000, a=10, V=1e4, M=4):
   F = s*(24h^2 + 4sh) = 2.8e10, layer work w = 3F = 8.4e10 FLOP

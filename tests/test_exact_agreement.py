@@ -33,7 +33,7 @@ def check(res, inst):
         return None
     ev = evaluate(inst, res.plan)
     assert ev.acceptable
-    # the reported numbers are the evaluator's (PROBLEM.md §5: within 1e-9)
+    # the reported numbers are the evaluator's (formulations/model.md §5: within 1e-9)
     assert res.evaluation.time_s == pytest.approx(ev.time_s, rel=1e-9)
     assert res.evaluation.energy_j == pytest.approx(ev.energy_j, rel=1e-9)
     value = float(primary(inst.objective, ev.time_s, ev.energy_j))

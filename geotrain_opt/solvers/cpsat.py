@@ -2,18 +2,33 @@
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
 from typing import Any
 
 from ortools.sat.python import cp_model
 
+from .. import objective as objmod
+from ..evaluator import evaluate
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
 from . import formulation
 from .base import SolveOptions
-from .exact import ShapeOutcome, rounding_error_units, run_model, solve_exact
+from .exact import ShapeOutcome, run_model, solve_exact
 
 _EPS = 1e-9
+
+# Integer-model limits (formulations/exact.md §5): every row's activity stays below
+# 2^ACTIVITY_BITS and no row is multiplied by more than 2^SCALE_BITS. CP-SAT proved
+# wrong optima on models whose activities reached 2^46; at 2^40 the differential
+# campaign found none.
+ACTIVITY_BITS = 40
+SCALE_BITS = 20
+# A shape is closed when the model's bound is within this of the best true value.
+CLOSE_RTOL = 1e-9
+# At most this many plans are excluded one by one before a shape is left open.
+MAX_EXCLUSIONS = 40
 
 
 def _ceil(x: float) -> int:
@@ -27,11 +42,13 @@ def _floor(x: float) -> int:
 class CpSatBackend:
     """Integer model: a real quantity q with unit u is the integer q/u.
 
-    Each constraint is multiplied by a power of two S (as large as keeps every
-    activity below 2^46, at most 2^24) before its coefficients are rounded, and
-    they are rounded so that every cost is over-estimated, never under-estimated;
-    the error per term is at most 1/S unit per unit of its variable
-    (formulations/exact.md §5).
+    The integer model is a *relaxation* of the exact one: coefficients are rounded
+    down, right-hand sides of limits up, and each lower-bound row leaves its
+    variable free to take the floor of its true value. So every plan keeps a
+    model cost at most its true cost: model bounds are valid lower bounds and a
+    cutoff never removes a better plan. A plan the model ranks first is then
+    re-evaluated exactly, and the driver closes a shape only when nothing better
+    remains (formulations/exact.md §5).
     """
 
     def __init__(self) -> None:
@@ -53,35 +70,45 @@ class CpSatBackend:
         return v
 
     def real(self, name: str, ub: float, unit: float) -> Any:
-        # slack above the bound: rounded-up coefficients may exceed an exactly tight bound
         hi = _ceil(ub / unit * (1 + 1e-6)) + 1024
+        if not math.isfinite(ub / unit) or hi >= 2 ** ACTIVITY_BITS:
+            hi = 2 ** ACTIVITY_BITS - 1
         v = self.m.new_int_var(0, hi, name)
         self.unit[v.index] = unit
         self.ub[v.index] = hi
         return v
 
-    def _scaled(self, terms, unit: float, extra: float = 0.0) -> tuple[int, list[tuple[int, Any]], float]:
+    def _scaled(self, terms, unit: float, extra: float = 0.0) -> tuple[int, list[tuple[int, Any]], bool]:
+        """(S, integer coefficients, exact): the smallest power of two S that makes
+        every ratio integral, else the largest the activity limit allows, with the
+        coefficients rounded down."""
         ratios = [(c * self._u(v) / unit, v) for c, v in terms if c != 0]
+        for r, v in ratios:
+            if r < 0 and v.index in self.unit:
+                raise ValueError("cpsat: negative coefficient on a real variable breaks the relaxation")
         size = extra + sum(abs(r) * self.ub[v.index] for r, v in ratios)
         S = 1
-        if all(float(r).is_integer() for r, _ in ratios):
-            return S, [(int(r), v) for r, v in ratios], size   # exact already
-        # as fine as the magnitude limit allows: rounding costs at most 1/S unit per
-        # unit of each variable, and every activity stays below 2^46
-        while S < 2 ** 24 and (size + 1) * S * 2 < 2.0 ** 46:
+        while True:
+            if all(float(S * r).is_integer() for r, _ in ratios):
+                return S, [(int(S * r), v) for r, v in ratios], True
+            if S >= 2 ** SCALE_BITS or (size + 1) * S * 2 >= 2.0 ** ACTIVITY_BITS:
+                break
             S *= 2
-        return S, [(_ceil(S * r), v) for r, v in ratios], size
+        return S, [(math.floor(S * r), v) for r, v in ratios], False
 
     def ge(self, lhs: Any, terms, const: float = 0.0, enforce: tuple = ()) -> None:
+        # S*lhs >= sum floor(S r) v + floor(S c) - (S - 1) admits lhs = floor(true value)
         ul = self._u(lhs)
         S, coefs, _ = self._scaled(terms, ul, extra=self.ub[lhs.index] + abs(const / ul))
-        ct = self.m.add(S * lhs >= sum(c * v for c, v in coefs) + _ceil(S * const / ul))
+        ct = self.m.add(S * lhs >= sum(c * v for c, v in coefs) + math.floor(S * const / ul) - (S - 1))
         if enforce:
             ct.only_enforce_if(list(enforce))
 
     def le(self, terms, rhs: float, unit: float, enforce: tuple = ()) -> None:
-        S, coefs, _ = self._scaled(terms, unit, extra=abs(rhs / unit))
-        ct = self.m.add(sum(c * v for c, v in coefs) <= _floor(S * rhs / unit))
+        S, coefs, exact = self._scaled(terms, unit, extra=abs(rhs / unit))
+        # exact integer rows are stated exactly; rounded ones are relaxed
+        bound = _floor(S * rhs / unit) if exact else math.ceil(S * rhs / unit)
+        ct = self.m.add(sum(c * v for c, v in coefs) <= bound)
         if enforce:
             ct.only_enforce_if(list(enforce))
 
@@ -91,10 +118,24 @@ class CpSatBackend:
     def minimize(self, terms, unit: float) -> None:
         # An integer objective in model units (a float objective is rescaled by
         # CP-SAT with its own precision, and ended searches early on these models).
-        # Coefficients are rounded up after scaling by S, like every row.
         S, coefs, _ = self._scaled(terms, unit)
         self.obj_unit = unit / S
+        self.obj_coefs = coefs
         self.m.minimize(sum(c * v for c, v in coefs))
+
+    def cap_objective(self, value: float) -> None:
+        """Only plans whose true objective is below ``value`` are wanted (relaxed row)."""
+        self.m.add(sum(c * v for c, v in self.obj_coefs) <= math.ceil(value / self.obj_unit))
+
+    def exclude(self, literals_true: list[Any], ints: list[tuple[Any, int]]) -> None:
+        """Forbid one assignment: not all of these literals true and integers at these values."""
+        clause = [b.Not() for b in literals_true]
+        for var, val in ints:
+            e = self.m.new_bool_var("")
+            self.m.add(var == val).only_enforce_if(e)
+            self.m.add(var != val).only_enforce_if(e.Not())
+            clause.append(e.Not())
+        self.m.add_bool_or(clause)
 
     def hint(self, var: Any, value: float) -> None:
         self.m.add_hint(var, int(round(value)))
@@ -111,20 +152,9 @@ def _hint(be: CpSatBackend, inst: Instance, shape: formulation.Shape, plan: Plan
             be.hint(var, plan.cuts[j + 1] - plan.cuts[j])
 
 
-def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
-              hint: Plan | None) -> ShapeOutcome:
-    be, shape = run_model(CpSatBackend, inst, D, P, kw)
-    _hint(be, inst, shape, hint)
-    # Branch on the plan (assignment, layers, split) before the derived times: the
-    # default portfolio branches on huge integer time domains and can stall for
-    # seconds on a 4-GPU model that the fixed search closes in milliseconds.
-    decisions = list(shape.x.values())
-    decisions += list(shape.n_layers) if shape.n_layers is not None else list(shape.y.values())
-    decisions += [b for row in (shape.mb or []) for b in row]
-    be.m.add_decision_strategy(decisions, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
-    search = opts.extra.get("cpsat_search", "fixed")
-    if search == "fixed":
+    if opts.extra.get("cpsat_search", "fixed") == "fixed":
         solver.parameters.search_branching = cp_model.FIXED_SEARCH
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, opts.workers)
@@ -135,20 +165,71 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     # instances. Off, the results match the MILP and brute force.
     solver.parameters.auto_detect_greater_than_at_least_one_of = False
     solver.parameters.relative_gap_limit = 0.0
-    solver.parameters.absolute_gap_limit = 1.0
-    st = solver.solve(be.m)
-    plan = None
-    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    solver.parameters.absolute_gap_limit = 0.0
+    return solver
+
+
+def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
+              hint: Plan | None) -> ShapeOutcome:
+    be, shape, src = run_model(CpSatBackend, inst, D, P, kw)
+    _hint(be, inst, shape, hint)
+    # Branch on the plan (assignment, layers, split) before the derived times: the
+    # default portfolio branches on huge integer time domains and can stall for
+    # seconds on a 4-GPU model that the fixed search closes in milliseconds.
+    decisions = list(shape.x.values())
+    decisions += list(shape.n_layers) if shape.n_layers is not None else list(shape.y.values())
+    decisions += [b for row in (shape.mb or []) for b in row]
+    be.m.add_decision_strategy(decisions, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+    kind = kw.get("objective") or inst.objective.kind
+    obj = replace(src.objective, kind=kind)
+    time_cap = kw.get("time_cap")
+    t_end = time.perf_counter() + seconds
+    best: Plan | None = None
+    best_val = math.inf
+    status, bound = "unknown", None
+    for _ in range(MAX_EXCLUSIONS + 1):
+        left = t_end - time.perf_counter()
+        if left <= 0:
+            status = "feasible" if best is not None else "unknown"
+            break
+        solver = _configured_solver(opts, left)
+        st = solver.solve(be.m)
+        if st == cp_model.INFEASIBLE:
+            # nothing (left) whose true value beats the cutoff or the best plan: closed
+            status = "optimal" if best is not None else "infeasible"
+            bound = best_val if best is not None else None
+            break
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            status = "feasible" if best is not None else "unknown"
+            break
+        model_bound = solver.best_objective_bound * be.obj_unit
         grid, cuts, mb = formulation.read_plan(inst, shape, solver.value)
         plan = Plan.from_indices(inst.ids, grid, cuts, mb)
-    status = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
-              cp_model.INFEASIBLE: "infeasible"}.get(st, "unknown")
-    bound = None
-    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        # the model over-estimates by at most err units of T (formulations/exact.md §5)
-        err = rounding_error_units(inst, P) * kw["t_unit"]
-        bound = solver.best_objective_bound * be.obj_unit - (err if (kw.get("objective") or inst.objective.kind) == "time" else 0.0)
-    return ShapeOutcome(status, plan, bound)
+        ev = evaluate(src, plan)
+        ok = ev.acceptable and (time_cap is None or ev.time_s <= time_cap)
+        val = float(objmod.primary(obj, ev.time_s, ev.energy_j)) if ok else math.inf
+        if val < best_val:
+            best, best_val = plan, val
+        bound = min(model_bound, best_val)
+        if st == cp_model.OPTIMAL and model_bound >= best_val * (1 - CLOSE_RTOL):
+            status = "optimal"
+            break
+        if st == cp_model.FEASIBLE:          # stopped by the time limit
+            status = "feasible" if best is not None else "unknown"
+            break
+        # the model ranks this plan first only up to its rounding: forbid it and ask
+        # for a plan whose true value beats the best one
+        ones = [v for v in shape.x.values() if solver.value(v)]
+        ones += [v for v in (shape.y or {}).values() if solver.value(v)]
+        ones += [b for row in (shape.mb or []) for b in row if solver.value(b)]
+        ints = [(v, solver.value(v)) for v in shape.n_layers] if shape.n_layers is not None else []
+        be.exclude(ones, ints)
+        if best is not None:
+            be.cap_objective(best_val * (1 - CLOSE_RTOL))
+        be.m.clear_hints()
+    else:
+        status = "feasible" if best is not None else "unknown"
+    return ShapeOutcome(status, best, bound)
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:

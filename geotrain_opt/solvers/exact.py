@@ -20,9 +20,10 @@ from ..result import SolverResult
 from . import formulation
 from .base import Deadline, Incumbent, SolveOptions, finish
 
-# The CP-SAT model counts time in units of T_ref * 2^-RES_BITS (likewise energy);
-# formulations/exact.md §5 bounds the resulting rounding error.
-RES_BITS = 30
+# The CP-SAT model counts time in units of T_ref * 2^-RES_BITS (likewise energy):
+# with activities below 2^40 this balances the resolution of a time (2^-20) against
+# that of a product of a time and a coefficient (formulations/exact.md §5).
+RES_BITS = 20
 
 
 class ShapeOutcome:
@@ -32,14 +33,6 @@ class ShapeOutcome:
 
 # A back end runs one model: (inst, D, P, kwargs for formulation.build, seconds, opts, hint)
 Runner = Callable[..., ShapeOutcome]
-
-
-def rounding_error_units(inst: Instance, P: int) -> int:
-    """Upper bound, in model units, on how far the integer model over-estimates T:
-    each time variable is an integer (up to one unit above its row), tau counts
-    M-1 times, and the scaled coefficients add at most one more unit per row."""
-    M = inst.model.num_micro_batches
-    return 2 * (M + 3 * P + 4)
 
 
 def lower_bound(inst: Instance) -> float:
@@ -136,7 +129,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
             cap = dict(units, objective=tie_kind)
             # the cap must admit the optimal plan despite the integer model's over-estimate
             if obj.kind == "time":
-                cap["time_cap"] = inc.key[0] * (1 + 1e-7) + rounding_error_units(inst, P) * units["t_unit"]
+                cap["time_cap"] = inc.key[0] * (1 + 1e-9)
             else:
                 cap["energy_cap"] = inc.key[0] * (1 + 1e-6)
             # no hint: a hint the capped model rejects slows CP-SAT down by orders of magnitude
@@ -156,7 +149,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
                   stats={"shapes": len(shapes), "shape_log": log})
 
 
-def run_model(make_backend: Callable[[], Any], inst: Instance, D: int, P: int, kw: dict) -> tuple[Any, formulation.Shape]:
+def run_model(make_backend: Callable[[], Any], inst: Instance, D: int, P: int,
+              kw: dict) -> tuple[Any, formulation.Shape, Instance]:
     kw = dict(kw)
     energy_cap = kw.pop("energy_cap", None)
     src = inst
@@ -164,4 +158,4 @@ def run_model(make_backend: Callable[[], Any], inst: Instance, D: int, P: int, k
         src = inst.with_options(max_energy_j=min(energy_cap, inst.objective.max_energy_j or energy_cap))
     be = make_backend()
     shape = formulation.build(src, D, P, be, **kw)
-    return be, shape
+    return be, shape, src

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import stagecost as sc
 from ..instance import Instance
 
 Terms = list[tuple[float, Any]]
@@ -48,7 +49,9 @@ class Shape:
     T: Any
     E_terms: Terms
     obj_terms: Terms
-    extras: dict[str, Any] = field(default_factory=dict)
+    # the derived variables by name (t, lk, oc, tau, ring, Rmax, eb, om): read back by
+    # the pinned-plan tests, which compare each with the evaluator's term
+    vars: dict[str, Any] = field(default_factory=dict)
 
 
 def _identical_layers(inst: Instance) -> bool:
@@ -58,7 +61,7 @@ def _identical_layers(inst: Instance) -> bool:
 def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit: float,
           cutoff: float | None = None, objective: str | None = None,
           time_cap: float | None = None, symmetry: bool = True) -> Shape:
-    """State the model of PROBLEM.md §3 for a fixed (D, P) on back end ``be``.
+    """State the model of formulations/model.md §3 for a fixed (D, P) on back end ``be``.
 
     ``cutoff``: only plans whose objective is at most this are wanted (pruning
     with an incumbent). ``time_cap``: extra T <= cap (tie-break phase, ε-sweeps).
@@ -99,7 +102,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
         act = [[(cl[l], y[l, j]) for l in range(L)] for j in J]
     W_c = [a.head_work if j == P - 1 else 0.0 for j in J]
     N_c = [(a.emb_params if j == 0 else 0.0) + (a.head_params if j == P - 1 else 0.0) for j in J]
-    act_c = [a.logits if j == P - 1 else 0.0 for j in J]
+    kappa = a.kappa
 
     def scaled(terms: Terms, s: float) -> Terms:
         return [(c * s, v) for c, v in terms]
@@ -143,10 +146,10 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
         mvals = None
 
     def m_cases(k: int):
-        """(m value, extra enforcement literals) for replica k."""
-        if uniform:
-            return [(mvals[k], ())]
-        return [(v, (mu[k][v - 1],)) for v in range(1, vmax + 1)]
+        """(m value, flushes S_k, micro-batches per flush q_k, extra enforcement
+        literals) for replica k: the accumulation constants are fixed per value of m."""
+        vals = [(mvals[k], ())] if uniform else [(v, (mu[k][v - 1],)) for v in range(1, vmax + 1)]
+        return [(m, *(int(x) for x in sc.flushes(a, m)), lits) for m, lits in vals]
 
     # ---- bounds used for domains and big-M
     W_tot = float(a.w_prefix[-1] + a.head_work)
@@ -154,8 +157,8 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     ib = a.inv_beta
     lk_ub = float((a.alpha + a.A * ib).max())
     occ_ub = float(a.A * ib.max())
-    tau_ub = max(t_ub, occ_ub)
-    Tk_ub = P * t_ub + 2 * (P - 1) * lk_ub + (M - 1) * tau_ub
+    tau_ub = max(t_ub + 4.0 * kappa * occ_ub, occ_ub)
+    Tk_ub = min(a.steps, M) * (P * t_ub + 2 * (P - 1) * lk_ub) + (M - 1) * tau_ub
     N_tot = float(a.par_prefix[-1] + a.emb_params + a.head_params)
     cring = 2.0 * (D - 1) / D * a.grad_bytes
     R_ub = cring * N_tot * float(ib.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
@@ -185,26 +188,30 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                 be.ge(t[k, j], scaled(W[j], s), W_c[j] * s, (x[g, k, j],))
 
     # ---- pipeline links
-    lk, tau = {}, {}
+    lk, oc, tau = {}, {}, {}
     for k in K:
         tau[k] = be.real(f"tau_{k}", tau_ub, t_unit)
-        for j in J:
-            be.ge(tau[k], [(1.0, t[k, j])])
         for j in range(P - 1):
             lk[k, j] = be.real(f"lk_{k}_{j}", lk_ub, t_unit)
-            oc = be.real(f"oc_{k}_{j}", occ_ub, t_unit)
+            oc[k, j] = be.real(f"oc_{k}_{j}", occ_ub, t_unit)
             for u in G:
                 row = [(a.alpha[u, v] + a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u]
                 be.ge(lk[k, j], row, 0.0, (x[u, k, j],))
-                be.ge(oc, [(a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
-            be.ge(tau[k], [(1.0, oc)])
+                be.ge(oc[k, j], [(a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
+            be.ge(tau[k], [(1.0, oc[k, j])])
+        # tau_k >= t_kj + 2 kappa (o_{k,j-1} + o_kj): exposed communication (§3.2)
+        for j in J:
+            around = [(2.0 * kappa, oc[k, i]) for i in (j - 1, j) if (k, i) in oc] if kappa > 0 else []
+            be.ge(tau[k], [(1.0, t[k, j])] + around)
 
     # ---- data-parallel rings: R_j = Rb_j + Ra_j
     Rmax = be.real("Rmax", max(R_ub, 0.0), t_unit)
+    ring: dict[int, tuple[Any, Any]] = {}
     if D > 1:
         for j in J:
             Rb = be.real(f"Rb_{j}", R_ub, t_unit)
             Ra = be.real(f"Ra_{j}", R_ub, t_unit)
+            ring[j] = (Rb, Ra)
             for k in K:
                 k2 = (k + 1) % D
                 for u in G:
@@ -217,35 +224,38 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
 
     # ---- replica times and T = max_k T_k + max_j R_j
     T = be.real("T", T_ub, t_unit)
+    # T >= S_k (sum_j t_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k
     for k in K:
-        base = [(1.0, t[k, j]) for j in J] + [(2.0, lk[k, j]) for j in range(P - 1)] + [(1.0, Rmax)]
-        for m, lits in m_cases(k):
-            be.ge(T, base + [(float(m - 1), tau[k])], 0.0, lits)
+        fill = [(1.0, t[k, j]) for j in J] + [(2.0, lk[k, j]) for j in range(P - 1)]
+        for m, S_k, _q, lits in m_cases(k):
+            be.ge(T, scaled(fill, float(S_k)) + [(1.0, Rmax), (float(m - S_k), tau[k])], 0.0, lits)
 
-    # ---- memory: state*N_j + act_j*inflight <= usable memory of g, if g holds slot (k, j)
+    # ---- memory: state*N_j + act_j*inflight (+ logits) <= usable memory of g, if g holds slot (k, j)
     for k in K:
         for j in J:
-            for m, lits in m_cases(k):
-                inflight = m if a.gpipe else min(P - j, m)
-                terms = scaled(Npar[j], a.state_bytes) + scaled(act[j], inflight)
-                const = a.state_bytes * N_c[j] + act_c[j] * inflight
+            for m, _S, q, lits in m_cases(k):
+                infl = int(sc.inflight(a, P, j, q))
+                terms = scaled(Npar[j], a.state_bytes) + scaled(act[j], infl)
+                logits = a.logits * int(sc.logits_inflight(a, infl)) if j == P - 1 else 0.0
+                const = a.state_bytes * N_c[j] + logits
                 for g in G:
                     be.le(terms, float(a.mem_cap[g]) - const, 1.0, (x[g, k, j],) + lits)
 
     # ---- energy: sum pue(Pb-Pw) U + sum_{g in S} pue Pw T + e_net * cross bytes
     E_ub_slot = float(((a.p_busy - a.p_wait) / a.speed).max()) * M * W_tot
     E_terms: Terms = []
+    ebv, omv = {}, {}
     for k in K:
         for j in J:
-            eb = be.real(f"eb_{k}_{j}", E_ub_slot, e_unit)
+            eb = ebv[k, j] = be.real(f"eb_{k}_{j}", E_ub_slot, e_unit)
             E_terms.append((1.0, eb))
-            for m, lits in m_cases(k):
+            for m, _S, _q, lits in m_cases(k):
                 for g in G:
                     s = m * (a.p_busy[g] - a.p_wait[g]) / a.speed[g]
                     be.ge(eb, scaled(W[j], s), W_c[j] * s, (x[g, k, j],) + lits)
     # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0
     for g in G:
-        om = be.real(f"om_{g}", T_ub, t_unit)
+        om = omv[g] = be.real(f"om_{g}", T_ub, t_unit)
         E_terms.append((float(a.p_wait[g]), om))
         for k in K:
             for j in J:
@@ -262,7 +272,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                     E_terms.append((a.net_j_per_byte * 2.0 * mvals[k] * a.A, cp))
                 else:
                     cb = be.real(f"cb_{k}_{j}", 2.0 * vmax * a.A, 2.0 * a.A)
-                    for m, lits in m_cases(k):
+                    for m, _S, _q, lits in m_cases(k):
                         be.ge(cb, [(2.0 * m * a.A, cp)], 0.0, lits)
                     E_terms.append((a.net_j_per_byte, cb))
         if D > 1:
@@ -292,7 +302,8 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     if cutoff is not None:
         be.le(obj_terms, cutoff, unit)
     be.minimize(obj_terms, unit)
-    return Shape(D, P, x, nl, y, mu, T, E_terms, obj_terms)
+    return Shape(D, P, x, nl, y, mu, T, E_terms, obj_terms,
+                 dict(t=t, lk=lk, oc=oc, tau=tau, ring=ring, Rmax=Rmax, eb=ebv, om=omv))
 
 
 def interchangeable_classes(inst: Instance) -> list[list[int]]:

@@ -14,7 +14,7 @@ from ..plan import Plan
 from ..result import SolverResult
 from . import formulation
 from .base import SolveOptions
-from .exact import ShapeOutcome, run_model, solve_exact
+from .exact import RES_BITS, ShapeOutcome, run_model, solve_exact
 
 
 class PulpBackend:
@@ -122,8 +122,8 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
 def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
               hint: Plan | None) -> ShapeOutcome:
     # The MILP measures time and energy in units of T_ref and E_ref (values near 1).
-    kw = dict(kw, t_unit=kw["t_unit"] * 2.0 ** 32, e_unit=kw["e_unit"] * 2.0 ** 32)
-    be, shape = run_model(PulpBackend, inst, D, P, kw)
+    kw = dict(kw, t_unit=kw["t_unit"] * 2.0 ** RES_BITS, e_unit=kw["e_unit"] * 2.0 ** RES_BITS)
+    be, shape, _src = run_model(PulpBackend, inst, D, P, kw)
     warm = False
     if hint is not None and hint.replicas == D and hint.stages == P:
         grid = formulation.canonical_grid(inst, hint.grid_indices(inst.index))

@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 GEO = {name: (lat, lon) for name, lat, lon in CITIES}
 
 # DT-FM (Yuan et al., NeurIPS'22), DS3Lab/DT-FM scheduler/generate_sim_com_matrices.py,
-# via ../shared/FACTS.md §4.1: one-way delay ms, bandwidth Gbps
+# one-way delay ms, bandwidth Gbps
 DTFM = {
     ("virginia", "ohio"): (11, 1.12), ("london", "frankfurt"): (14, 1.14), ("london", "ireland"): (12, 1.09),
     ("frankfurt", "ireland"): (24, 1.08), ("tokyo", "seoul"): (34, 1.10), ("oregon", "ohio"): (49, 1.10),
@@ -50,10 +50,10 @@ def write(name: str, header: str, data: dict) -> None:
 
 GPT3XL = {"preset": "gpt3-xl", "global_batch": 1024, "micro_batch": 1}
 DTFM_NOTE = """Model: GPT-3 XL (1.3B; Brown et al. 2020), batch 1024 sequences of 2048, micro-batch 1,
-as in DT-FM's evaluation. 64 V100 GPUs (catalog V100-SXM2-32GB, FACTS §2).
-Inter-region delay/bandwidth: DT-FM's AWS measurements (FACTS §4.1).
+as in DT-FM's evaluation. 64 V100 GPUs (catalog V100-SXM2-32GB).
+Inter-region delay/bandwidth: DT-FM's AWS measurements.
 Network energy, where set: 6.8e-6 J per byte = 0.0019 kWh/GB, the 2025 extrapolation
-of Aslan et al. (FACTS §4.3; derived, an upper estimate for backbone transfer)."""
+of Aslan et al.."""
 
 
 def dtfm() -> None:
@@ -61,8 +61,8 @@ def dtfm() -> None:
           "intra_region": {"latency_ms": 0.1, "bandwidth_gbps": 25}}
     write("dtfm-1-datacenter-ondemand", f"""DT-FM scenario 1, data center on demand: 8 AWS p3.16xlarge, 8 V100 each.
 {DTFM_NOTE}
-NVLink 2 within a node: 300 GB/s = 2400 Gbit/s (FACTS §2, V100 row); between nodes
-25 Gbps (p3.16xlarge, FACTS §4.2).""", {
+NVLink 2 within a node: 300 GB/s = 2400 Gbit/s; between nodes
+25 Gbps (p3.16xlarge).""", {
         "name": "dtfm-1-datacenter-ondemand", "model": GPT3XL,
         "devices": [{"count": 64, "type": "V100-SXM2-32GB", "region": "virginia", "id_prefix": "v-",
                      "node": "p3.16x-", "gpus_per_node": 8}],
@@ -84,7 +84,7 @@ Between instances: DT-FM's simulation value for nodes of one region, 10 ms / 2 G
     write("dtfm-3-multi-datacenter", f"""DT-FM scenario 3, multiple data centers: 32 V100 in Ohio and 32 in Virginia
 (4 p3.16xlarge each).
 {DTFM_NOTE}
-Virginia-Ohio 11 ms / 1.12 Gbps; within a region 25 Gbps between nodes (FACTS §4.2).""", {
+Virginia-Ohio 11 ms / 1.12 Gbps; within a region 25 Gbps between nodes.""", {
         "name": "dtfm-3-multi-datacenter", "model": GPT3XL,
         "devices": [{"count": 32, "type": "V100-SXM2-32GB", "region": r, "id_prefix": f"{r[:3]}-",
                      "node": f"{r[:3]}-n", "gpus_per_node": 8} for r in ("ohio", "virginia")],
@@ -108,7 +108,7 @@ bandwidth, not in the sources): {', '.join(derived) or 'none'}.""", {
 regions on three continents (8 each).
 {DTFM_NOTE}
 Within a region: 10 ms / 2 Gbps (DT-FM simulation). Derived pairs (not in the
-sources; great-circle latency + 2 ms, 8 TCP streams of a 2.5 MB window, FACTS §4.1
+sources; great-circle latency + 2 ms, 8 TCP streams of a 2.5 MB window
 "derived observation"): {', '.join(derived)}.""", {
         "name": "dtfm-5-worldwide-geo", "model": GPT3XL,
         "devices": [{"count": 8, "type": "V100-SXM2-32GB", "region": r, "id_prefix": f"{r[:3]}-",
@@ -118,8 +118,8 @@ sources; great-circle latency + 2 ms, 8 TCP streams of a 2.5 MB window, FACTS §
 
 
 def vldb() -> None:
-    # Erben, Mayer, Jacobsen, VLDB'24; medians of the iperf/ping logs (FACTS §4.1).
-    # RTT -> one-way latency RTT/2 (FACTS §4 note); single-stream TCP bandwidth.
+    # Erben, Mayer, Jacobsen, VLDB'24; medians of the iperf/ping logs.
+    # RTT -> one-way latency RTT/2; single-stream TCP bandwidth.
     conts = {"us": ("us", 0.325, 6.85), "eu": ("eu", 0.325, 6.85), "asia": ("asia", 0.325, 6.85),
              "australia": ("australia", 0.325, 6.85)}
     pairs = [("us", "eu", 103, 0.215), ("us", "asia", 157, 0.135), ("us", "australia", 176, 0.1165),
@@ -129,9 +129,9 @@ Models Across Clouds and Continents?" (Erben, Mayer, Jacobsen, VLDB'24): GCP T4 
 2 per continent (US, EU, Asia, Australia). Same zone: RTT 0.6-0.7 ms, 6.8-6.9 Gbit/s;
 US-EU 103 ms / 209-222 Mb/s; US-Asia 157 / 132-139; US-Australia 176 / 116-117;
 Asia-Australia 131-132 / 161-163; EU-Asia 253 / 76; EU-Australia 272 / 69 (medians
-of the cirquit/hivemind-multi-cloud logs, FACTS §4.1). One-way latency = RTT / 2.
+of the cirquit/hivemind-multi-cloud logs). One-way latency = RTT / 2.
 Model: GPT-2 medium, batch 64 of 1024 tokens, micro-batch 4 (fits a 16 GB T4).
-Network energy 6.8e-6 J/B = 0.0019 kWh/GB (FACTS §4.3, derived extrapolation).""", {
+Network energy 6.8e-6 J/B = 0.0019 kWh/GB.""", {
         "name": "vldb-t4-intercontinental", "model": {"preset": "gpt2-medium", "global_batch": 64, "micro_batch": 4},
         "devices": [{"count": 2, "type": "T4", "region": c, "id_prefix": f"{c}-", "node": f"{c}-vm", "gpus_per_node": 1}
                     for c in conts],
@@ -142,11 +142,11 @@ Network energy 6.8e-6 J/B = 0.0019 kWh/GB (FACTS §4.3, derived extrapolation)."
 GCP (us), AWS (aws-us), Azure (azure-us) and A10 nodes on LambdaLabs (lambda-us).
 Within a provider: GCP 0.65 ms RTT / 6.85 Gbit/s, AWS 0.2 / 4.8, Azure 1.6 / 7.6,
 LambdaLabs 0.3 / 3.3 (intra-region tier uses GCP's; pairs list the others).
-AWS-GCP 15 ms RTT / 1.65 Gbit/s; Azure-GCP 50.5 / 0.46 (FACTS §4.1). AWS-Azure and
+AWS-GCP 15 ms RTT / 1.65 Gbit/s; Azure-GCP 50.5 / 0.46. AWS-Azure and
 every LambdaLabs link are not in the sources: derived as 50 ms RTT / 0.46 Gbit/s
 (the Azure-GCP figure, the slower of the two measured cross-cloud paths).
 One-way latency = RTT / 2. Model: GPT-2 medium, batch 64, micro-batch 4.
-Network energy 6.8e-6 J/B = 0.0019 kWh/GB (FACTS §4.3, derived extrapolation).""", {
+Network energy 6.8e-6 J/B = 0.0019 kWh/GB.""", {
         "name": "vldb-t4-a10-crosscloud", "model": {"preset": "gpt2-medium", "global_batch": 64, "micro_batch": 4},
         "devices": [{"count": 3, "type": "T4", "region": "gcp-us", "id_prefix": "gcp-", "node": "gcp-vm", "gpus_per_node": 1},
                     {"count": 3, "type": "T4", "region": "aws-us", "id_prefix": "aws-", "node": "aws-vm", "gpus_per_node": 1},
@@ -172,10 +172,10 @@ def mixed() -> None:
     inter, derived = links(regions, DTFM)
     write("mixed-gen-3region-16", f"""Mixed-generation pool in three AWS regions: 4 A100-40GB (Virginia, one node),
 4 V100-32GB (Ohio, one node), 4 T4 and 4 RTX-3090 (Oregon, single-GPU machines).
-GPU figures: catalog (FACTS §2). Links: DT-FM AWS measurements (FACTS §4.1);
-NVLink inside the A100/V100 nodes, 25 Gbps between machines of a region (FACTS §4.2).
+GPU figures: catalog. Links: DT-FM AWS measurements;
+NVLink inside the A100/V100 nodes, 25 Gbps between machines of a region.
 Model: GPT-2 XL (1.5B), batch 64, micro-batch 1. Derived links: {', '.join(derived) or 'none'}.
-Network energy 6.8e-6 J/B = 0.0019 kWh/GB (FACTS §4.3, derived extrapolation).""", {
+Network energy 6.8e-6 J/B = 0.0019 kWh/GB.""", {
         "name": "mixed-gen-3region-16", "model": {"preset": "gpt2-xl", "global_batch": 64, "micro_batch": 1},
         "devices": [{"count": 4, "type": "A100-SXM4-40GB", "region": "virginia", "id_prefix": "va-a100-", "node": "va-n0"},
                     {"count": 4, "type": "V100-SXM2-32GB", "region": "ohio", "id_prefix": "oh-v100-", "node": "oh-n0"},
@@ -189,11 +189,11 @@ Network energy 6.8e-6 J/B = 0.0019 kWh/GB (FACTS §4.3, derived extrapolation)."
     inter, derived = links(regions, DTFM)
     write("mixed-gen-5region-40", f"""Mixed-generation pool across five regions on three continents: 8 A100-80GB
 (Virginia), 8 V100-32GB (Oregon), 8 A100-40GB (London), 8 RTX-4090 (Frankfurt, single-GPU
-machines), 8 T4 (Tokyo, single-GPU machines). GPU figures: catalog (FACTS §2).
-Links: DT-FM AWS measurements (FACTS §4.1); derived (great-circle + window model):
-{', '.join(derived) or 'none'}. PUE 1.1 (hyperscale, FACTS §3.2) except Tokyo 1.56
+machines), 8 T4 (Tokyo, single-GPU machines). GPU figures: catalog.
+Links: DT-FM AWS measurements; derived (great-circle + window model):
+{', '.join(derived) or 'none'}. PUE 1.1 (hyperscale) except Tokyo 1.56
 (2024 survey average). Model: GPT-3 2.7B, batch 128, micro-batch 1.
-Network energy 6.8e-6 J/B = 0.0019 kWh/GB (FACTS §4.3, derived extrapolation).""", {
+Network energy 6.8e-6 J/B = 0.0019 kWh/GB.""", {
         "name": "mixed-gen-5region-40", "model": {"preset": "gpt3-2.7b", "global_batch": 128, "micro_batch": 1},
         "devices": [{"count": 8, "type": "A100-SXM4-80GB", "region": "virginia", "id_prefix": "va-", "node": "va-n"},
                     {"count": 8, "type": "V100-SXM2-32GB", "region": "oregon", "id_prefix": "or-", "node": "or-n"},
