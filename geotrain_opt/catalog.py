@@ -40,6 +40,8 @@ def _g(name, peak, eff, mem, busy, wait, source):
 GPU_CATALOG: dict[str, GpuType] = {g.name: g for g in [
     _g("V100-SXM2-32GB", 125.0, 0.40, 32, 300, 53,
        "125 TF: NVIDIA CUDA 9 tensor-core blog; 300 W; 53 W at P0 idle with memory held (GLM-130B #32)"),
+    _g("V100-SXM2-16GB", 125.0, 0.40, 16, 300, 53,
+       "as V100-SXM2-32GB with 16 GB HBM2 (AWS p3.2xlarge/8xlarge/16xlarge): NVIDIA V100 datasheet"),
     _g("V100-PCIe-16GB", 112.0, 0.40, 16, 250, 50,
        "112 TF, 250 W: heise/io-tech V100 PCIe; wait 50 W estimate (V100 SXM2 anecdote scaled)"),
     _g("A100-SXM4-40GB", 312.0, 0.45, 40, 400, 85,

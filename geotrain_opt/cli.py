@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from . import solvers
+from .calibrate import apply_calibration, calibrate, load_calibration, read_runs
 from .describe import describe_evaluation, describe_instance, table
 from .errors import GeoTrainError
 from .evaluator import evaluate
@@ -14,8 +16,15 @@ from .instance import OBJECTIVES, Instance, load_instance
 from .plan import Plan
 
 
-def _instance(args: argparse.Namespace) -> Instance:
+def _load(args: argparse.Namespace) -> Instance:
     inst = load_instance(args.instance)
+    if getattr(args, "calibration", None):
+        inst = apply_calibration(inst, load_calibration(args.calibration))
+    return inst
+
+
+def _instance(args: argparse.Namespace) -> Instance:
+    inst = _load(args)
     changes = {}
     if getattr(args, "objective", None):
         changes["kind"] = args.objective
@@ -24,6 +33,19 @@ def _instance(args: argparse.Namespace) -> Instance:
         if v is not None:
             changes[name] = v
     return inst.with_options(**changes) if changes else inst
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    runs = read_runs(args.runs)
+    fit = tuple(f.strip() for f in args.fit.split(",") if f.strip())
+    cal = calibrate(runs, fit)
+    text = json.dumps(cal, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -39,7 +61,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    inst = load_instance(args.instance)
+    inst = _load(args)
     plan = Plan.load(args.plan)
     ev = evaluate(inst, plan)
     if args.json:
@@ -200,9 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", help="summarise an instance: devices, links, whether the model fits")
     p.add_argument("instance")
     p.set_defaults(fn=cmd_describe)
+    p = sub.add_parser("calibrate", help="fit GPU efficiencies and exposed_comm to measured runs")
+    p.add_argument("runs", help="CSV with columns instance,plan,measured_s (paths relative to the CSV)")
+    p.add_argument("--fit", default="efficiency,exposed_comm", help="parameters to fit (default: both)")
+    p.add_argument("--out", help="write the calibration JSON here")
+    p.set_defaults(fn=cmd_calibrate)
     p = sub.add_parser("evaluate", help="cost of a plan (exit 1 if infeasible)")
     p.add_argument("instance")
     p.add_argument("plan")
+    p.add_argument("--calibration", help="calibration JSON from `calibrate` to apply first")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     p.set_defaults(fn=cmd_evaluate)
     p = sub.add_parser("simulate", help="discrete-event simulation of a plan vs the analytic model")
@@ -262,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--workers", type=int, default=2, help="solver threads (default 2)")
         p.add_argument("--hint", help="plan or result JSON to warm-start from")
+        p.add_argument("--calibration", help="calibration JSON from `calibrate` to apply first")
         p.add_argument("--out", help="write the result JSON here")
         p.add_argument("--quiet", action="store_true", help="no progress output")
         p.add_argument("--milp-solver", choices=("auto", "highs", "cbc"), default="auto",
