@@ -271,7 +271,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                 if uniform:
                     E_terms.append((a.net_j_per_byte * 2.0 * mvals[k] * a.A, cp))
                 else:
-                    cb = be.real(f"cb_{k}_{j}", 2.0 * vmax * a.A, 2.0 * a.A)
+                    cb = be.real(f"cb_{k}_{j}", 2.0 * vmax * a.A, e_unit / a.net_j_per_byte)
                     for m, _S, _q, lits in m_cases(k):
                         be.ge(cb, [(2.0 * m * a.A, cp)], 0.0, lits)
                     E_terms.append((a.net_j_per_byte, cb))
@@ -279,7 +279,8 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
             for j in J:
                 for k in K:
                     k2 = (k + 1) % D
-                    rb = be.real(f"rb_{k}_{j}", cring * N_tot, cring * N_tot / 2**20)
+                    # bytes in units worth one energy unit: an LP solver sees their cost
+                    rb = be.real(f"rb_{k}_{j}", cring * N_tot, e_unit / a.net_j_per_byte)
                     for u in G:
                         for v in G:
                             if v != u and cross[u, v]:
