@@ -1,0 +1,128 @@
+"""Differential testing of the exact solvers: CP-SAT and the MILP must agree.
+
+Random instances of every generator family and of random custom GPU types, with
+random v2 options (exposed_comm, accumulation steps), schedules, splits and
+objectives (time, energy, weighted, epsilon-limits, max_devices). Both engines must
+agree on status and value (1e-6 relative), brute force wherever it can enumerate,
+no heuristic plan may beat a proof, and every plan must re-evaluate. A fast sample
+runs by default; the campaign (`-m slow`, 300 instances of 2-12 GPUs) is reported
+in formulations/exact.md.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from geotrain_opt import evaluate, instance_from_dict, load_instance
+from geotrain_opt.generate import generate
+from geotrain_opt.objective import primary
+from geotrain_opt.solvers import SolveOptions, get
+from geotrain_opt.solvers.bruteforce import plan_count
+
+FAMILIES = ("tiny", "small", "mixed-power", "memory-tight", "custom")
+RANGE = {"tiny": (2, 6), "small": (4, 12), "mixed-power": (4, 12), "memory-tight": (4, 12), "custom": (2, 8)}
+
+
+def custom(n: int, rng: np.random.Generator) -> dict:
+    """Random GPU types and a random two- or three-region network."""
+    types = {}
+    for i in range(int(rng.integers(1, 4))):
+        busy = float(rng.integers(60, 700))
+        types[f"t{i}"] = {"peak_tflops": float(rng.integers(20, 1000)), "efficiency": float(rng.uniform(0.2, 0.6)),
+                          "memory_gib": float(rng.choice([8, 16, 24, 40, 80])), "busy_w": busy,
+                          "wait_w": float(rng.uniform(0.1, 0.5) * busy)}
+    regions = [f"r{i}" for i in range(int(rng.integers(1, 4)))]
+    devices = [{"id": f"d{g}", "type": f"t{int(rng.integers(0, len(types)))}",
+                "region": regions[int(rng.integers(0, len(regions)))], "node": f"n{int(rng.integers(0, n))}"}
+               for g in range(n)]
+    inter = [{"a": a, "b": b, "latency_ms": float(rng.uniform(5, 150)), "bandwidth_gbps": float(rng.uniform(0.2, 5))}
+             for i, a in enumerate(regions) for b in regions[i + 1:]]
+    B = int(rng.choice([8, 16, 32]))
+    return {"name": "custom", "gpu_types": types,
+            "model": {"layers": int(rng.choice([8, 12, 24])), "hidden": int(rng.choice([512, 1024, 2048])),
+                      "heads": 16, "seq_len": int(rng.choice([512, 1024, 2048])), "vocab": 50257,
+                      "global_batch": B, "micro_batch": 1, "recompute": str(rng.choice(["none", "full"]))},
+            "devices": devices,
+            "network": {"intra_node": {"latency_ms": 0.01, "bandwidth_gbps": 600},
+                        "intra_region": {"latency_ms": float(rng.uniform(0.1, 2)), "bandwidth_gbps": float(rng.uniform(5, 100))},
+                        "inter_region": inter},
+            "energy": {"net_j_per_byte": float(rng.choice([0.0, 1e-8]))}}
+
+
+def draw(seed: int, max_gpus: int = 12):
+    rng = np.random.default_rng(1000 + seed)
+    fam = FAMILIES[seed % len(FAMILIES)]
+    lo, hi = RANGE[fam]
+    n = int(rng.integers(lo, min(hi, max_gpus) + 1))
+    d = custom(n, rng) if fam == "custom" else generate(fam, n, seed)
+    opts = d.setdefault("options", {})
+    opts["exposed_comm"] = float(rng.choice([0.0, 0.25, 0.5, 1.0]))
+    opts["accumulation_steps"] = int(rng.choice([1, 1, 2, 4]))
+    opts["schedule"] = str(rng.choice(["1f1b", "gpipe"]))
+    opts["batch_split"] = str(rng.choice(["uniform", "free"])) if n <= 6 else "uniform"
+    if rng.random() < 0.2:
+        opts["max_devices"] = int(rng.integers(1, n + 1))
+    obj = d.setdefault("objective", {})
+    obj["kind"] = str(rng.choice(["time", "energy", "weighted"]))
+    try:
+        inst = instance_from_dict(d)
+    except Exception:           # a draw that fits nowhere: try the next one
+        return None
+    return inst, fam
+
+
+def value(inst, res):
+    if res.plan is None:
+        return None
+    ev = evaluate(inst, res.plan)
+    assert ev.acceptable, f"{res.solver}: reported plan is not acceptable: {ev.violations + ev.limit_violations}"
+    assert res.evaluation.time_s == pytest.approx(ev.time_s, rel=1e-9)
+    return float(primary(inst.objective, ev.time_s, ev.energy_j))
+
+
+def differential(inst, limit: float = 120.0) -> None:
+    opts = SolveOptions(time_limit_s=limit, workers=2, seed=0)
+    cp = get("cpsat")(inst, opts)
+    mi = get("milp")(inst, opts)
+    if "time_limit" in (cp.status, mi.status):
+        pytest.skip(f"not proven within {limit} s ({cp.status}/{mi.status})")
+    assert cp.status == mi.status, (cp.status, mi.status)
+    vc, vm = value(inst, cp), value(inst, mi)
+    if cp.status == "infeasible":
+        return
+    assert vc == pytest.approx(vm, rel=1e-6), (vc, vm)
+    if plan_count(inst) <= 200_000:
+        bf = get("bruteforce")(inst, opts)
+        assert value(inst, bf) == pytest.approx(vc, rel=1e-6)
+    mem = get("memetic")(inst, SolveOptions(time_limit_s=3, workers=1, seed=0))
+    vmem = value(inst, mem)
+    if vmem is not None:
+        assert vmem >= min(vc, vm) * (1 - 1e-6), f"memetic {vmem} beats the proofs {vc}/{vm}"
+
+
+def test_issue_instance_cpsat_proves_the_milp_optimum():
+    inst = load_instance(Path(__file__).parent / "data" / "cpsat-wrong-proof-8.json")
+    cp = get("cpsat")(inst, SolveOptions(time_limit_s=120, workers=2))
+    assert cp.status == "optimal"
+    assert cp.evaluation.time_s == pytest.approx(1.541774, rel=1e-6)
+    mi = get("milp")(inst, SolveOptions(time_limit_s=120, workers=2))
+    assert mi.status == "optimal" and mi.evaluation.time_s == pytest.approx(1.541774, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_differential_sample(seed):
+    drawn = draw(seed, max_gpus=6)
+    if drawn is None:
+        pytest.skip("draw fits nowhere")
+    differential(drawn[0], limit=60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10, 310))
+def test_differential_campaign(seed):
+    drawn = draw(seed)
+    if drawn is None:
+        pytest.skip("draw fits nowhere")
+    differential(drawn[0])
