@@ -98,15 +98,31 @@ def _print_result(inst: Instance, res) -> None:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     inst = _instance(args)
-    res = solvers.get(args.solver)(inst, _options(args))
+    if args.certify and args.solver not in ("cpsat", "milp"):
+        print(f"error: --certify: needs --solver cpsat or milp, not {args.solver}", file=sys.stderr)
+        return 2
+    opts = _options(args)
+    res = solvers.get(args.solver)(inst, opts)
     if args.out:
-        res.save(args.out)
+        res.save(args.out)          # saved before certifying: a long second proof never loses it
+    if args.certify:
+        from .certify import certify
+        certify(inst, res, opts)
+        if args.out:
+            res.save(args.out)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
     else:
         _print_result(inst, res)
+        if args.certify:
+            c = res.stats["certificate"]
+            print(f"certified: {'true' if res.stats['certified'] else 'false'} ({c['reason']})")
         if args.out:
             print(f"wrote {args.out}")
+    if res.plan is None and res.status != "infeasible":
+        return 1
+    if args.certify and not res.stats["certified"]:
+        return 3
     return 0 if res.plan is not None else 1
 
 
@@ -301,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="memetic: evaluate populations in a multiprocessing pool of --workers processes")
         if name == "solve":
             p.add_argument("--json", action="store_true", help="print the result as JSON")
+            p.add_argument("--certify", action="store_true",
+                           help="cpsat/milp: re-prove an optimal or infeasible claim with the other engine "
+                                "(exit 3 if it does not agree)")
         else:
             p.add_argument("--points", type=int, default=12, help="ε-sweep points (default 12)")
         p.set_defaults(fn=fn)

@@ -46,6 +46,7 @@ class Verification:
     runs: list[SolverRun] = field(default_factory=list)
     optimum: float | None = None
     inconsistencies: list[str] = field(default_factory=list)
+    plans: dict[str, dict[str, Any]] = field(default_factory=dict)    # solver -> plan it returned
 
     @property
     def ok(self) -> bool:
@@ -58,7 +59,7 @@ class Verification:
 
     def to_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "objective": self.objective, "optimum": self.optimum,
-                "ok": self.ok, "inconsistencies": self.inconsistencies,
+                "ok": self.ok, "inconsistencies": self.inconsistencies, "plans": self.plans,
                 "runs": [dict(r.__dict__, gap=self.gap(r)) for r in self.runs]}
 
 
@@ -74,6 +75,8 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
             ver.runs.append(SolverRun(name, "refused", None, None, None, time.perf_counter() - t, str(e)))
             continue
         results[name] = res
+        if res.plan is not None:
+            ver.plans[name] = res.plan.to_dict()
         run = SolverRun(name, res.status, res.objective_value,
                         res.evaluation.time_s if res.evaluation else None,
                         res.evaluation.energy_j if res.evaluation else None, res.wall_s)
@@ -96,19 +99,30 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
     infeasible = [n for n, r in results.items() if r.status == "infeasible"]
     if proven:
         ver.optimum = min(r.objective_value for r in proven.values())
+        best = min(proven, key=lambda n: proven[n].objective_value)
         for n, r in proven.items():
             if r.objective_value > ver.optimum * (1 + AGREE_RTOL) + 1e-300:
                 ver.inconsistencies.append(f"{n}: proved optimum {r.objective_value:.9g} but "
-                                           f"another method proved {ver.optimum:.9g}")
-        for n, r in results.items():
-            if r.objective_value is not None and r.objective_value < ver.optimum * (1 - AGREE_RTOL):
-                ver.inconsistencies.append(f"{n}: found {r.objective_value:.9g}, better than the proven "
-                                           f"optimum {ver.optimum:.9g}")
+                                           f"{best} proved {ver.optimum:.9g}")
+        for m, r in results.items():
+            for n, p in proven.items():
+                if r.objective_value is not None and r.objective_value < p.objective_value * (1 - AGREE_RTOL):
+                    ver.inconsistencies.append(
+                        f"{m}'s plan ({r.objective_value:.9g}: {brief(r.plan)}) beats the optimum {n} proved "
+                        f"({p.objective_value:.9g}: {brief(p.plan)}): {n}'s proof is wrong")
     for n in infeasible:
         for m, r in results.items():
             if r.plan is not None:
                 ver.inconsistencies.append(f"{n} proved the instance infeasible but {m} returned a feasible plan")
     return ver
+
+
+def brief(plan: Any) -> str:
+    """One line that identifies a plan: shape, cuts, split and the grid."""
+    if plan is None:
+        return "no plan"
+    rows = "; ".join(" > ".join(row) for row in plan.grid)
+    return f"D={plan.replicas} P={plan.stages} cuts {list(plan.cuts)} m {list(plan.micro_batches)} grid [{rows}]"
 
 
 def render(vers: list[Verification]) -> str:

@@ -46,6 +46,10 @@ def test_a_lying_solver_is_caught():
     assert not v.ok
     assert "liar: reported T" in text                        # (a) re-evaluation
     assert "liar: proved optimum" in text                    # (b) exact methods disagree
+    # the message names whose proof is beaten and shows both plans
+    assert "bruteforce's plan (" in text and "beats the optimum liar proved (" in text
+    assert text.count("grid [") >= 2
+    assert set(v.plans) == {"bruteforce", "liar"} and "grid" in v.plans["liar"]
 
 
 def test_cli_verify_exit_codes(tmp_path):
