@@ -20,7 +20,7 @@ def test_there_are_the_promised_instances():
     names = {p.stem for p in REAL}
     assert {n for n in names if n.startswith("dtfm-")} == {
         "dtfm-1-datacenter-ondemand", "dtfm-2-datacenter-spot", "dtfm-3-multi-datacenter",
-        "dtfm-4-regional-geo", "dtfm-5-worldwide-geo"}
+        "dtfm-4-regional-geo", "dtfm-5-worldwide-geo", "dtfm-5b-worldwide-unbalanced"}
     assert sum(n.startswith("vldb-") for n in names) >= 2 and sum(n.startswith("mixed-gen") for n in names) >= 2
 
 
@@ -43,20 +43,39 @@ def test_dtfm_figures():
     for p in REAL:
         if p.stem.startswith("dtfm-"):
             inst = load_instance(p)
-            assert inst.n == 64 and {d.type for d in inst.devices} == {"V100-SXM2-32GB"}
-            assert inst.model.preset == "gpt3-xl"
+            assert inst.n == 64 and {d.type for d in inst.devices} == {"V100-SXM2-16GB"}
+            # the workload of DT-FM's measured runs
+            assert inst.model.preset == "gpt3-xl" and inst.model.heads == 16 and inst.model.recompute == "full"
+            assert inst.options.schedule == "gpipe" and inst.options.accumulation_steps == 2
     w = load_instance(INSTANCES / "real" / "dtfm-5-worldwide-geo.yaml")
     assert {r: sum(d.region == r for d in w.devices) for r in w.regions} == {r: 8 for r in w.regions}
     assert link(w, "virginia", "tokyo") == pytest.approx((143, 0.524))
     assert link(w, "seoul", "london") == pytest.approx((238, 0.342))
     assert link(w, "virginia", "ohio") == pytest.approx((11, 1.12))
     assert link(w, "oregon", "virginia") == pytest.approx((67, 0.79))
+    assert link(w, "tokyo", "london") == pytest.approx((210, 0.366))      # all 28 pairs from DT-FM's table
+    u = next(i for i, d in enumerate(w.devices) if d.region == "tokyo")
+    assert w.alpha[u, u + 1] * 1e3 == pytest.approx(5) and w.beta[u, u + 1] * 8 / 1e9 == pytest.approx(2)
     r = load_instance(INSTANCES / "real" / "dtfm-4-regional-geo.yaml")
     assert link(r, "oregon", "virginia") == pytest.approx((67, 1.15))     # their regional scenario
     u = next(i for i, d in enumerate(r.devices) if d.region == "ohio")
-    assert r.alpha[u, u + 1] * 1e3 == pytest.approx(10) and r.beta[u, u + 1] * 8 / 1e9 == pytest.approx(2)
+    assert r.alpha[u, u + 1] * 1e3 == pytest.approx(5) and r.beta[u, u + 1] * 8 / 1e9 == pytest.approx(2)
+    assert link(r, "california", "ohio") == pytest.approx((52, 1.02))
     m = load_instance(INSTANCES / "real" / "dtfm-3-multi-datacenter.yaml")
     assert {r: sum(d.region == r for d in m.devices) for r in m.regions} == {"ohio": 32, "virginia": 32}
+    assert m.alpha[0, 1] * 1e3 == pytest.approx(1) and m.beta[0, 1] * 8 / 1e9 == pytest.approx(5)
+    # Case 1: 3.125 Gbit/s between instances = the 25 Gbit/s NIC over 8 GPUs, 100 inside
+    c = load_instance(INSTANCES / "real" / "dtfm-1-datacenter-ondemand.yaml")
+    assert 8 / (c.arrays.inv_beta[0, 8] * 1e9) == pytest.approx(3.125)
+    assert 8 / (c.arrays.inv_beta[0, 1] * 1e9) == pytest.approx(100)
+    s = load_instance(INSTANCES / "real" / "dtfm-2-datacenter-spot.yaml")
+    assert 8 / (s.arrays.inv_beta[0, 1] * 1e9) == pytest.approx(100)       # inside a quad
+    assert 8 / (s.arrays.inv_beta[0, 4] * 1e9) == pytest.approx(1.25)      # quad to quad
+    assert 8 / (s.arrays.inv_beta[40, 41] * 1e9) == pytest.approx(1.25)    # standalone machines
+    u = load_instance(INSTANCES / "real" / "dtfm-5b-worldwide-unbalanced.yaml")
+    counts = {r: sum(d.region == r for d in u.devices) for r in u.regions}
+    assert counts == {"london": 13, "oregon": 13, "ohio": 9, "virginia": 7, "tokyo": 7, "frankfurt": 6,
+                      "seoul": 5, "ireland": 4}
 
 
 def test_vldb_figures():

@@ -9,23 +9,16 @@ from pathlib import Path
 
 import yaml
 
+from geotrain_opt import dtfm_scenarios as dtfm
 from geotrain_opt.generate import CITIES, wan_link
 
 HERE = Path(__file__).resolve().parent
 GEO = {name: (lat, lon) for name, lat, lon in CITIES}
 
-# DT-FM (Yuan et al., NeurIPS'22), DS3Lab/DT-FM scheduler/generate_sim_com_matrices.py,
-# one-way delay ms, bandwidth Gbps
-DTFM = {
-    ("virginia", "ohio"): (11, 1.12), ("london", "frankfurt"): (14, 1.14), ("london", "ireland"): (12, 1.09),
-    ("frankfurt", "ireland"): (24, 1.08), ("tokyo", "seoul"): (34, 1.10), ("oregon", "ohio"): (49, 1.10),
-    ("oregon", "virginia"): (67, 0.79), ("virginia", "ireland"): (67, 1.05), ("virginia", "london"): (76, 1.16),
-    ("virginia", "frankfurt"): (90, 1.02), ("tokyo", "singapore"): (73, 1.01), ("seoul", "singapore"): (74, 1.14),
-    ("oregon", "tokyo"): (96, 0.523), ("singapore", "sydney"): (92, 0.816), ("oregon", "london"): (136, 0.42),
-    ("virginia", "tokyo"): (143, 0.524), ("oregon", "singapore"): (163, 0.341), ("singapore", "london"): (169, 0.500),
-    ("virginia", "singapore"): (230, 0.364), ("tokyo", "frankfurt"): (223, 0.36), ("seoul", "london"): (238, 0.342),
-    ("sydney", "frankfurt"): (265, 0.328), ("oregon", "california"): (12, 1.25), ("virginia", "california"): (59, 1.05),
-}
+# DT-FM's AWS measurements (DS3Lab/DT-FM scheduler/generate_sim_com_matrices.py), one-way delay ms,
+# bandwidth Gbps; California from its regional case
+DTFM = dict(dtfm.CITY_LINKS)
+DTFM.update({k: v for k, v in dtfm.REGIONAL_LINKS.items() if "california" in k})
 
 
 def links(regions: list[str], table: dict, overrides: dict | None = None) -> tuple[list, list[str]]:
@@ -48,73 +41,42 @@ def write(name: str, header: str, data: dict) -> None:
     (HERE / f"{name}.yaml").write_text(lines + body)
 
 
-GPT3XL = {"preset": "gpt3-xl", "global_batch": 1024, "micro_batch": 1}
-DTFM_NOTE = """Model: GPT-3 XL (1.3B; Brown et al. 2020), batch 1024 sequences of 2048, micro-batch 1,
-as in DT-FM's evaluation. 64 V100 GPUs (catalog V100-SXM2-32GB).
-Inter-region delay/bandwidth: DT-FM's AWS measurements.
-Network energy, where set: 6.8e-6 J per byte = 0.0019 kWh/GB, the 2025 extrapolation
-of Aslan et al.."""
+DTFM_NOTE = """Network: the matrices of DT-FM's scheduler (Yuan et al., NeurIPS'22; DS3Lab/DT-FM
+scheduler/heuristic_evolutionary_solver/config.py), delay ms and bandwidth Gbit/s as its
+formula reads them. Workload as DT-FM's measured runs: GPT-3 XL (d 2048, 16 heads, seq 2048,
+fp16), batch 1024, micro-batch 1, full recomputation, GPipe, 2 accumulation steps (64
+micro-batches per flush and replica at 8 replicas). GPUs: V100 16 GB (AWS p3)."""
+DTFM_FILES = {"1": "dtfm-1-datacenter-ondemand", "2": "dtfm-2-datacenter-spot", "3": "dtfm-3-multi-datacenter",
+              "4": "dtfm-4-regional-geo", "5": "dtfm-5-worldwide-geo", "5-2": "dtfm-5b-worldwide-unbalanced"}
+DTFM_HEADERS = {
+    "1": """DT-FM Case 1, on-demand data centre: 8 x p3.16xlarge, 8 V100 each.
+Within an instance 0 ms / 100 Gbit/s (DT-FM's table; NVLink is faster in reality). Between
+instances 3.125 Gbit/s per GPU = a 25 Gbit/s NIC shared by 8 GPUs (nic_gbps: 25), 0 ms.""",
+    "2": """DT-FM Case 2, spot data centre: 8 x p3.8xlarge (4 V100 each) and 32 x p3.2xlarge.
+Within a quad 0 ms / 100 Gbit/s, every other pair 0 ms / 1.25 Gbit/s (DT-FM's table).""",
+    "3": """DT-FM Case 3, two universities: 32 V100 at site A (Ohio), 32 at site B (Virginia),
+every GPU its own machine. 1 ms / 5 Gbit/s inside a site, 11 ms / 1.12 Gbit/s between.""",
+    "4": """DT-FM Case 4, regional geo-distributed: 64 single-V100 machines, 16 in each of four US
+regions. 5 ms / 2 Gbit/s inside a region (the scheduler's value; the tc scripts of the real
+runs used 10 ms); between regions DT-FM's regional table (its own Oregon-Virginia 1.15).""",
+    "5": """DT-FM Case 5, world-wide geo-distributed: 64 single-V100 machines, 8 in each of eight
+cities. 5 ms / 2 Gbit/s inside a city (the scheduler's value; the tc scripts used 10 ms);
+all 28 city pairs from DT-FM's table. Network energy 6.8e-6 J/B = 0.0019 kWh/GB, the 2025
+extrapolation of Aslan et al.""",
+    "5-2": """DT-FM Case 5-2, unbalanced world-wide (Decentralized_FM_alpha generate_sim_com_matrices.py):
+city of GPU i drawn by numpy RandomState(2022).randint(0, 8, 64): London 13, Oregon 13,
+Ohio 9, Virginia 7, Tokyo 7, Frankfurt 6, Seoul 5, Ireland 4. 10 ms / 2 Gbit/s inside a
+city (its generator's value), DT-FM's city table between. No published result exists.""",
+}
 
 
-def dtfm() -> None:
-    dc = {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 2400},
-          "intra_region": {"latency_ms": 0.1, "bandwidth_gbps": 25}}
-    write("dtfm-1-datacenter-ondemand", f"""DT-FM scenario 1, data center on demand: 8 AWS p3.16xlarge, 8 V100 each.
-{DTFM_NOTE}
-NVLink 2 within a node: 300 GB/s = 2400 Gbit/s; between nodes
-25 Gbps (p3.16xlarge).""", {
-        "name": "dtfm-1-datacenter-ondemand", "model": GPT3XL,
-        "devices": [{"count": 64, "type": "V100-SXM2-32GB", "region": "virginia", "id_prefix": "v-",
-                     "node": "p3.16x-", "gpus_per_node": 8}],
-        "network": dc, "energy": {"net_j_per_byte": 0.0}, "objective": {"kind": "time"}})
-    write("dtfm-2-datacenter-spot", f"""DT-FM scenario 2, data center spot: 4 x p3.8xlarge (4 V100 each) and
-48 x p3.2xlarge (1 V100 each) in one region.
-{DTFM_NOTE}
-Between instances: DT-FM's simulation value for nodes of one region, 10 ms / 2 Gbps
-(FACTS §4.1, "their simulation assumptions"); NVLink inside a p3.8xlarge.""", {
-        "name": "dtfm-2-datacenter-spot", "model": GPT3XL,
-        "devices": [{"count": 16, "type": "V100-SXM2-32GB", "region": "virginia", "id_prefix": "p38-",
-                     "node": "p3.8x-", "gpus_per_node": 4},
-                    {"count": 48, "type": "V100-SXM2-32GB", "region": "virginia", "id_prefix": "p32-",
-                     "node": "p3.2x-", "gpus_per_node": 1}],
-        "network": {"intra_node": {"latency_ms": 0.005, "bandwidth_gbps": 2400},
-                    "intra_region": {"latency_ms": 10, "bandwidth_gbps": 2}},
-        "energy": {"net_j_per_byte": 0.0}, "objective": {"kind": "time"}})
-    inter, _ = links(["virginia", "ohio"], DTFM)
-    write("dtfm-3-multi-datacenter", f"""DT-FM scenario 3, multiple data centers: 32 V100 in Ohio and 32 in Virginia
-(4 p3.16xlarge each).
-{DTFM_NOTE}
-Virginia-Ohio 11 ms / 1.12 Gbps; within a region 25 Gbps between nodes.""", {
-        "name": "dtfm-3-multi-datacenter", "model": GPT3XL,
-        "devices": [{"count": 32, "type": "V100-SXM2-32GB", "region": r, "id_prefix": f"{r[:3]}-",
-                     "node": f"{r[:3]}-n", "gpus_per_node": 8} for r in ("ohio", "virginia")],
-        "network": dict(dc, inter_region=inter), "energy": {"net_j_per_byte": 0.0}, "objective": {"kind": "time"}})
-    regional = ["oregon", "california", "ohio", "virginia"]
-    inter, derived = links(regional, DTFM, overrides={("oregon", "virginia"): (67, 1.15)})
-    write("dtfm-4-regional-geo", f"""DT-FM scenario 4, regional geo-distributed: 64 single-V100 machines in four
-North-American regions (16 each).
-{DTFM_NOTE}
-Oregon-Virginia uses the 1.15 Gbps of DT-FM's regional scenario. Within a region:
-DT-FM's simulation value 10 ms / 2 Gbps. Derived (great-circle latency, window-limited
-bandwidth, not in the sources): {', '.join(derived) or 'none'}.""", {
-        "name": "dtfm-4-regional-geo", "model": GPT3XL,
-        "devices": [{"count": 16, "type": "V100-SXM2-32GB", "region": r, "id_prefix": f"{r[:3]}-",
-                     "node": f"{r[:3]}-n", "gpus_per_node": 1} for r in regional],
-        "network": {"intra_region": {"latency_ms": 10, "bandwidth_gbps": 2}, "inter_region": inter},
-        "energy": {"net_j_per_byte": 0.0}, "objective": {"kind": "time"}})
-    world = ["oregon", "virginia", "ohio", "tokyo", "seoul", "london", "frankfurt", "ireland"]
-    inter, derived = links(world, DTFM)
-    write("dtfm-5-worldwide-geo", f"""DT-FM scenario 5, world-wide geo-distributed: 64 single-V100 machines in eight
-regions on three continents (8 each).
-{DTFM_NOTE}
-Within a region: 10 ms / 2 Gbps (DT-FM simulation). Derived pairs (not in the
-sources; great-circle latency + 2 ms, 8 TCP streams of a 2.5 MB window
-"derived observation"): {', '.join(derived)}.""", {
-        "name": "dtfm-5-worldwide-geo", "model": GPT3XL,
-        "devices": [{"count": 8, "type": "V100-SXM2-32GB", "region": r, "id_prefix": f"{r[:3]}-",
-                     "node": f"{r[:3]}-n", "gpus_per_node": 1} for r in world],
-        "network": {"intra_region": {"latency_ms": 10, "bandwidth_gbps": 2}, "inter_region": inter},
-        "energy": {"net_j_per_byte": 6.8e-6}, "objective": {"kind": "time"}})
+def dtfm_instances() -> None:
+    for case, name in DTFM_FILES.items():
+        data = dtfm.scenario(case)
+        data["name"] = name
+        data["energy"] = {"net_j_per_byte": 6.8e-6 if case.startswith("5") else 0.0}
+        data["objective"] = {"kind": "time"}
+        write(name, DTFM_HEADERS[case] + "\n" + DTFM_NOTE, data)
 
 
 def vldb() -> None:
@@ -208,6 +170,6 @@ Network energy 6.8e-6 J/B = 0.0019 kWh/GB.""", {
 
 
 if __name__ == "__main__":
-    dtfm()
+    dtfm_instances()
     vldb()
     mixed()

@@ -1,0 +1,67 @@
+"""DT-FM's scenarios and measured configurations under cost model v2."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from geotrain_opt import dtfm_scenarios as dt
+from geotrain_opt.evaluator import evaluate
+from geotrain_opt.instance import instance_from_dict
+from geotrain_opt.plan import Plan
+
+SETTINGS = [(L, B) for L in (24, 32, 40) for B in (1024, 2048, 4096)]
+
+
+def plans(case: str, L: int, B: int):
+    inst = instance_from_dict(dt.scenario(case, L, B))
+    mb = [inst.model.num_micro_batches // 8] * 8
+    return inst, {lay: Plan.make(dt.layout_grid(inst.ids, lay), dt.equal_cuts(L, 8), mb)
+                  for lay in ("strided", "blocked")}
+
+
+@pytest.mark.parametrize("case", ["1", "3", "4", "5"])
+def test_the_configurations_dtfm_ran_are_feasible(case):
+    for L, B in SETTINGS:
+        inst, p = plans(case, L, B)
+        ev = evaluate(inst, p["strided"])
+        assert ev.feasible, ev.violations
+        # version 1 kept the logits of all 64 in-flight micro-batches: 64 x 4bsV = 24.5 GiB alone
+        last = p["strided"].grid[0][-1]
+        v1_extra = (64 - 1) * 4 * 2048 * 50257
+        assert ev.memory_bytes[last] + v1_extra > 0.9 * 16 * 2**30 > ev.memory_bytes[last]
+
+
+def test_megatron_layout_is_slower_in_case_1_at_default_settings():
+    for L, B in SETTINGS:
+        inst, p = plans("1", L, B)
+        assert evaluate(inst, p["blocked"]).time_s > evaluate(inst, p["strided"]).time_s, (L, B)
+
+
+def test_accumulation_steps_follow_the_launch():
+    assert [dt.run_options(B)["accumulation_steps"] for B in (1024, 2048, 4096)] == [2, 4, 8]
+    assert dt.run_options(96, 1)["accumulation_steps"] == 1
+
+
+def test_calibrated_on_cases_1_and_3(tmp_path):
+    """The fidelity benchmark's fit: small error on what it saw, Megatron slower 9 of 9."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import fidelity_dtfm as fid
+    from geotrain_opt.calibrate import apply_calibration, calibrate, fit_errors, read_runs
+
+    runs = read_runs(fid.subset(fid.write_runs(tmp_path), {"case1", "case3"}, "c13.csv"))
+    cal = calibrate(runs)
+    assert 0.5 < cal["gpu_types"][dt.GPU]["efficiency"] < 0.65
+    assert fit_errors(runs, cal)["median_abs_rel_err"] < 0.06
+    for L, B in SETTINGS:
+        inst, p = plans("1", L, B)
+        inst = apply_calibration(inst, cal)
+        assert evaluate(inst, p["blocked"]).time_s > 1.2 * evaluate(inst, p["strided"]).time_s, (L, B)
+
+
+def test_unknown_case_and_layout():
+    with pytest.raises(ValueError, match="unknown DT-FM case"):
+        dt.scenario("6")
+    with pytest.raises(ValueError, match="unknown layout"):
+        dt.layout_grid(["a"], "diagonal", 1, 1)
