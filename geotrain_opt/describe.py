@@ -19,15 +19,34 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
+def _nic_lines(inst: Instance) -> list[str]:
+    """Node NICs and the static per-GPU share they impose (formulations/model.md)."""
+    nodes: dict[str, list] = {}
+    for d in inst.devices:
+        if d.nic_bps:
+            nodes.setdefault(d.node, []).append(d)
+    if not nodes:
+        return []
+    size = Counter(d.node for d in inst.devices)
+    shares = Counter((d[0].nic_bps / units.GBIT_PER_S, size[n]) for n, d in nodes.items())
+    parts = [f"{cnt} node(s) of {size} GPU(s) with a {nic:g} Gbit/s NIC ({nic / size:g} Gbit/s per GPU)"
+             for (nic, size), cnt in sorted(shares.items())]
+    return ["NICs: " + "; ".join(parts)]
+
+
 def describe_instance(inst: Instance) -> str:
     m = inst.model
     a = inst.arrays
     out = [f"instance {inst.name}: {inst.n} devices in {len(inst.regions)} regions",
            f"model: {m.preset or 'custom'}, {m.layers} layers, hidden {m.hidden}, heads {m.heads}, "
            f"seq {m.seq_len}, vocab {m.vocab}, {m.total_params() / 1e9:.3f} B parameters; "
-           f"batch {m.global_batch} = {m.num_micro_batches} micro-batches of {m.micro_batch}",
+           f"batch {m.global_batch} = {m.num_micro_batches} micro-batches of {m.micro_batch}, "
+           f"recompute {m.recompute}",
            f"options: schedule {inst.options.schedule}, batch split {inst.options.batch_split}, "
-           f"memory headroom {inst.options.memory_headroom:g}, objective {inst.objective.kind}", ""]
+           f"memory headroom {inst.options.memory_headroom:g}, exposed comm (kappa) {inst.options.exposed_comm:g}, "
+           f"accumulation steps {inst.options.accumulation_steps}, objective {inst.objective.kind}"]
+    nics = _nic_lines(inst)
+    out += nics + [""]
     groups = Counter((d.region, d.type) for d in inst.devices)
     rows = []
     for (region, typ), cnt in sorted(groups.items()):

@@ -49,20 +49,53 @@ def fastest_first(inst: Instance, D: int, P: int):
     return grid, _cuts_for(inst, grid, mb), mb
 
 
-def region_packed(inst: Instance, D: int, P: int):
-    """Fill pipelines region by region (fastest region first), node by node, so
-    that consecutive stages share a node or at least a region."""
+def _site_order(inst: Instance) -> list[int]:
+    """Devices by site: fastest region first, then its fastest GPUs, fuller nodes
+    first (NVLink neighbours next to each other)."""
     a = inst.arrays
     region_speed = {r: a.speed[a.region == r].sum() for r in np.unique(a.region)}
     nodes = {d.node: i for i, d in enumerate(inst.devices)}
     node_of = np.array([nodes[d.node] for d in inst.devices])
     node_size = np.bincount(node_of, minlength=inst.n)
-    # fastest region, then its fastest GPUs, fuller nodes first (NVLink neighbours)
-    keys = sorted(range(inst.n), key=lambda g: (-region_speed[a.region[g]], a.region[g], -a.speed[g],
-                                                 -node_size[node_of[g]], node_of[g], g))
-    grid = np.array(keys[: D * P], dtype=np.int64).reshape(D, P)
-    mb = split_micro_batches(inst.model.num_micro_batches, D)
+    return sorted(range(inst.n), key=lambda g: (-region_speed[a.region[g]], a.region[g], -a.speed[g],
+                                                -node_size[node_of[g]], node_of[g], g))
+
+
+def _finish(inst: Instance, grid: np.ndarray):
+    mb = split_micro_batches(inst.model.num_micro_batches, grid.shape[0])
     return grid, _cuts_for(inst, grid, mb), mb
+
+
+def region_packed(inst: Instance, D: int, P: int):
+    """Pipelines inside a site: fill replicas region by region, node by node, so
+    that consecutive stages share a node or at least a region."""
+    return _finish(inst, np.array(_site_order(inst)[: D * P], dtype=np.int64).reshape(D, P))
+
+
+def site_groups(inst: Instance, D: int, P: int):
+    """Data-parallel groups inside a site, pipelines across sites (Megatron's
+    placement): stage j's D devices are consecutive in site order."""
+    return _finish(inst, np.array(_site_order(inst)[: D * P], dtype=np.int64).reshape(P, D).T.copy())
+
+
+def region_pure(inst: Instance, D: int, P: int):
+    """As many replicas as fit entirely inside one region (fastest GPUs of each
+    region, regions by speed), the rest filled from what is left in site order."""
+    a = inst.arrays
+    order = _site_order(inst)
+    rows: list[list[int]] = []
+    used: set[int] = set()
+    for r in dict.fromkeys(a.region[g] for g in order):
+        mine = [g for g in order if a.region[g] == r]
+        while len(mine) >= P and len(rows) < D:
+            rows.append(mine[:P])
+            used.update(mine[:P])
+            mine = mine[P:]
+    rest = [g for g in order if g not in used]
+    while len(rows) < D:
+        rows.append(rest[:P])
+        rest = rest[P:]
+    return _finish(inst, np.array(rows, dtype=np.int64))
 
 
 def memory_aware(inst: Instance, D: int, P: int):
@@ -76,7 +109,8 @@ def memory_aware(inst: Instance, D: int, P: int):
     return grid, (np.array(cuts, dtype=np.int64) if cuts else _cuts_for(inst, grid, mb)), mb
 
 
-CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "memory-aware": memory_aware}
+CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "site-groups": site_groups,
+                "region-pure": region_pure, "memory-aware": memory_aware}
 
 
 def seed_shapes(inst: Instance, limit: int = 40) -> list[tuple[int, int]]:

@@ -65,3 +65,10 @@ def test_unknown_case_and_layout():
         dt.scenario("6")
     with pytest.raises(ValueError, match="unknown layout"):
         dt.layout_grid(["a"], "diagonal", 1, 1)
+
+
+def test_describe_shows_the_v2_settings():
+    from geotrain_opt.describe import describe_instance
+    text = describe_instance(instance_from_dict(dt.scenario("1", 24, 2048)))
+    assert "recompute full" in text and "exposed comm (kappa) 0.5" in text and "accumulation steps 4" in text
+    assert "NICs: 8 node(s) of 8 GPU(s) with a 25 Gbit/s NIC (3.125 Gbit/s per GPU)" in text

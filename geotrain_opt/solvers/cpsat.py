@@ -164,6 +164,11 @@ def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     # sub-optimal plans optimal and feasible models infeasible on generated 12-GPU
     # instances. Off, the results match the MILP and brute force.
     solver.parameters.auto_detect_greater_than_at_least_one_of = False
+    # CP-SAT 9.15's inclusion-detection presolve removes optimal solutions of some
+    # of these models: the differential campaign found a 12-GPU instance "proved"
+    # 1.4% above the optimum (google/or-tools#5293, open; seed 31 in
+    # tests/test_exact_differential.py). Off, the rest of presolve stays on.
+    solver.parameters.presolve_inclusion_work_limit = 0
     solver.parameters.relative_gap_limit = 0.0
     solver.parameters.absolute_gap_limit = 0.0
     return solver

@@ -1,91 +1,145 @@
-"""Baseline after the scheduler of "Decentralized Training of Foundation Models in
-Heterogeneous Environments" (Yuan et al., NeurIPS 2022), re-implemented here.
+"""DT-FM's scheduler (Yuan et al., "Decentralized Training of Foundation Models in
+Heterogeneous Environments", NeurIPS 2022; DS3Lab/DT-FM
+``scheduler/heuristic_evolutionary_solver/scheduler.py``), re-implemented here:
+its own cost model and its own search, then judged on this project's cost model
+like every other solver (formulations/baselines.md).
 
-DT-FM uses every GPU and a uniform layer partition, and chooses which GPUs form
-each stage's data-parallel group and in which order the groups form the
-pipeline, by its own communication cost model:
+**Its cost** of a balanced partition of the devices into P data-parallel groups
+of D (group = the devices holding one stage):
 
-* data-parallel cost of a group: ring all-reduce of the stage's gradients over
-  the group's slowest link (all pairs considered, as DT-FM does);
-* pipeline cost between two groups: devices matched one-to-one (assignment on
-  latency + activation transfer time), the matched pairs' worst link;
-* pipeline order: an open-loop travelling-salesman path over the groups.
+* per-link costs ``c_pp(u,v) = alpha + S_a / beta`` (one tasklet's activations)
+  and ``c_dp(u,v) = alpha + S_g / (D beta)`` (a shard of one stage's gradients);
+* ``DP = max_group max_u sum_{v in group, v != u} 2 c_dp(u,v)`` (sharded
+  parameter server, transfers to peers serial);
+* ``w(A, B)`` = the bottleneck perfect matching between groups A and B under
+  ``c_pp``; ``PP`` = the cheapest open path through all groups under ``w``
+  (exact Held-Karp, from every start);
+* cost = DP + 2 PP.
 
-The partition into groups is searched by an evolutionary algorithm with local
-search (swap two devices between groups). D x P is given (``extra["shape"]``) or
-enumerated over the shapes that use every GPU. The resulting plan (matched
-devices form the replicas, uniform cuts, even split) is then evaluated on this
-project's cost model like every other solver's.
+**Its search** (GCMA): population 100 random balanced partitions, 4,900
+offspring (5,000 evaluated candidates); parents drawn uniformly from the
+population; five-point crossover on the group-label string with greedy balance
+repair; one pass of cyclic-partitioning local search (up to 8 cycles of
+balance-preserving move chains, best prefix by cumulative gain; gain of moving v
+from A to B = mean c_pp(v, B) - min c_pp(v, A - v), each group nominating its
+unlocked device with the least own-group score); the offspring replaces the
+worse parent unless it is worse than both (DT-FM's code compares with a boolean
+there, a bug this version does not copy); the answer is the best candidate ever
+evaluated.
+
+The plan: groups in path order are the stages, replicas follow the bottleneck
+matchings, layers are cut uniformly, micro-batches split evenly, every GPU is
+used. D x P is ``extra["shape"]`` or, by default, each shape that uses every GPU
+(the best of them on this project's cost model is returned). DT-FM's message
+sizes are ``extra["dtfm_activation_gb"]`` and ``extra["dtfm_gradient_gb"]``
+(GB = 1e9 bytes, the unit of its formula); by default they are derived from the
+instance as DT-FM derives its constants: activations of ``B/D`` sequences
+(``s h p B / D`` bytes) and fp32 gradients of one stage (``4 N / P`` bytes).
 """
 from __future__ import annotations
 
-import itertools
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..construct import split_micro_batches, uniform_cuts
+from ..evaluator import evaluate
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
 from .base import Deadline, Incumbent, SolveOptions, finish
 from .baselines import all_gpu_shapes
 
-
-class CommModel:
-    def __init__(self, inst: Instance, D: int, P: int) -> None:
-        a = inst.arrays
-        self.a, self.D, self.P = a, D, P
-        n_stage = (a.par_prefix[-1] + a.emb_params + a.head_params) / P
-        self.grad = 2.0 * (D - 1) / D * a.grad_bytes * n_stage if D > 1 else 0.0
-        self.link = a.alpha + a.A * a.inv_beta          # one pipeline hop
-
-    def dp_cost(self, group: np.ndarray) -> float:
-        if self.D == 1:
-            return 0.0
-        sub = np.ix_(group, group)
-        off = ~np.eye(len(group), dtype=bool)
-        return float(self.grad * self.a.inv_beta[sub][off].max() + 2 * (self.D - 1) * self.a.alpha[sub][off].max())
-
-    def match(self, g1: np.ndarray, g2: np.ndarray) -> tuple[float, np.ndarray]:
-        c = self.link[np.ix_(g1, g2)]
-        r, col = linear_sum_assignment(c)
-        return float(c[r, col].max()), col
-
-    def pipeline(self, groups: list[np.ndarray]) -> tuple[float, list[int]]:
-        P = len(groups)
-        if P == 1:
-            return 0.0, [0]
-        W = np.zeros((P, P))
-        for i in range(P):
-            for j in range(P):
-                if i != j:
-                    W[i, j] = self.match(groups[i], groups[j])[0]
-        return tsp_path(W)
-
-    def cost(self, groups: list[np.ndarray]) -> float:
-        pp, _ = self.pipeline(groups)
-        return max(self.dp_cost(g) for g in groups) + pp
+POPULATION = 100
+OFFSPRING = 4900
+CROSSOVER_POINTS = 5
+LS_CYCLES = 8
+HELD_KARP_MAX = 16
 
 
-def tsp_path(W: np.ndarray) -> tuple[float, list[int]]:
-    """Cheapest open path visiting every node: Held-Karp up to 12 nodes, else
-    nearest neighbour from every start followed by 2-opt."""
+def message_sizes(inst: Instance, D: int, P: int, extra: dict[str, Any]) -> tuple[float, float]:
+    """(S_a, S_g) in bytes: DT-FM's activation and gradient messages."""
+    m, a = inst.model, inst.arrays
+    sa = extra.get("dtfm_activation_gb")
+    sg = extra.get("dtfm_gradient_gb")
+    sa = float(sa) * 1e9 if sa is not None else m.seq_len * m.hidden * m.precision_bytes * m.global_batch / D
+    n_total = float(a.par_prefix[-1] + a.emb_params + a.head_params)
+    sg = float(sg) * 1e9 if sg is not None else 4.0 * n_total / P
+    return sa, sg
+
+
+# ----------------------------------------------------------------- its cost
+def bottleneck_value(C: np.ndarray) -> float:
+    """min over perfect matchings of the largest entry used (C square)."""
+    lo = max(C.min(axis=1).max(), C.min(axis=0).max())
+    vals = np.unique(C[C >= lo])
+    i, j = 0, len(vals) - 1
+    while i < j:                     # smallest threshold that admits a perfect matching
+        mid = (i + j) // 2
+        over = C > vals[mid]
+        r, c = linear_sum_assignment(over)
+        if over[r, c].any():
+            i = mid + 1
+        else:
+            j = mid
+    return float(vals[i])
+
+
+def bottleneck_matching(C: np.ndarray) -> np.ndarray:
+    """A bottleneck-optimal matching (column of each row), the cheapest in sum among
+    them, as DT-FM's edge-deletion loop ends with a Hungarian assignment."""
+    v = bottleneck_value(C)
+    cost = np.where(C > v, np.inf, C)
+    cost = np.where(np.isinf(cost), C.max() * C.size + 1.0, cost)
+    _, col = linear_sum_assignment(cost)
+    return col
+
+
+@lru_cache(maxsize=None)
+def _masks(P: int) -> list[np.ndarray]:
+    allm = np.arange(1 << P)
+    pop = np.array([bin(x).count("1") for x in allm])
+    return [allm[pop == s] for s in range(P + 1)]
+
+
+def open_tsp(W: np.ndarray) -> tuple[float, list[int]]:
+    """Cheapest open path through all nodes: exact Held-Karp (every start) up to
+    HELD_KARP_MAX nodes, else nearest neighbour from every start plus 2-opt."""
     P = len(W)
-    if P <= 12:
-        best: dict[tuple[int, int], tuple[float, list[int]]] = {}
+    if P == 1:
+        return 0.0, [0]
+    if P > HELD_KARP_MAX:
+        return _tsp_heuristic(W)
+    full = 1 << P
+    dp = np.full((full, P), np.inf)
+    parent = np.full((full, P), -1, dtype=np.int64)
+    for j in range(P):
+        dp[1 << j, j] = 0.0
+    masks = _masks(P)
+    for s in range(2, P + 1):
+        Ms = masks[s]
         for j in range(P):
-            best[(1 << j, j)] = (0.0, [j])
-        for size in range(2, P + 1):
-            for subset in itertools.combinations(range(P), size):
-                mask = sum(1 << s for s in subset)
-                for j in subset:
-                    prev = mask ^ (1 << j)
-                    best[(mask, j)] = min(((best[(prev, k)][0] + W[k, j], best[(prev, k)][1] + [j])
-                                           for k in subset if k != j and (prev, k) in best), key=lambda t: t[0])
-        full = (1 << P) - 1
-        return min((best[(full, j)] for j in range(P)), key=lambda t: t[0])
-    out = None
+            sub = Ms[(Ms >> j) & 1 == 1]
+            cand = dp[sub ^ (1 << j)] + W[:, j]
+            k = cand.argmin(axis=1)
+            dp[sub, j] = cand[np.arange(len(sub)), k]
+            parent[sub, j] = k
+    end = int(dp[full - 1].argmin())
+    cost = float(dp[full - 1, end])
+    path, mask, j = [end], full - 1, end
+    while parent[mask, j] >= 0:
+        k = int(parent[mask, j])
+        mask ^= 1 << j
+        path.append(k)
+        j = k
+    return cost, path[::-1]
+
+
+def _tsp_heuristic(W: np.ndarray) -> tuple[float, list[int]]:
+    P = len(W)
+    best: tuple[float, list[int]] | None = None
     for s in range(P):
         path, left = [s], set(range(P)) - {s}
         while left:
@@ -98,79 +152,231 @@ def tsp_path(W: np.ndarray) -> tuple[float, list[int]]:
             for i in range(1, P - 1):
                 for k in range(i + 1, P):
                     cand = path[:i] + path[i:k + 1][::-1] + path[k + 1:]
-                    if _len(W, cand) < _len(W, path) - 1e-15:
+                    if _length(W, cand) < _length(W, path) - 1e-15:
                         path, improved = cand, True
-        cost = _len(W, path)
-        if out is None or cost < out[0]:
-            out = (cost, path)
-    return out
+        cost = _length(W, path)
+        if best is None or cost < best[0]:
+            best = (cost, path)
+    assert best is not None
+    return best
 
 
-def _len(W: np.ndarray, path: list[int]) -> float:
+def _length(W: np.ndarray, path: list[int]) -> float:
     return float(sum(W[a, b] for a, b in zip(path, path[1:])))
 
 
-def _decode(model: CommModel, groups: list[np.ndarray]) -> np.ndarray:
-    """Grid (D, P): groups in pipeline order, replicas along the matchings."""
-    _, order = model.pipeline(groups)
-    cols = [groups[order[0]].copy()]
-    for j in order[1:]:
-        _, col = model.match(cols[-1], groups[j])
-        cols.append(groups[j][col])
-    return np.stack(cols, axis=1)
+class DtfmCost:
+    """DT-FM's objective over partitions of ``devices`` (indices into the instance)
+    into P groups of D; memoised per partition and per pair of groups."""
+
+    def __init__(self, inst: Instance, D: int, P: int, sa: float, sg: float) -> None:
+        a = inst.arrays
+        self.D, self.P = D, P
+        inv = (a.inv_beta + a.inv_beta.T) / 2.0      # DT-FM symmetrises its matrices
+        alpha = (a.alpha + a.alpha.T) / 2.0
+        self.cpp = alpha + sa * inv
+        self.cdp = alpha + sg / D * inv
+        np.fill_diagonal(self.cpp, 0.0)
+        np.fill_diagonal(self.cdp, 0.0)
+        self._w: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}
+        self._total: dict[tuple[tuple[int, ...], ...], tuple[float, float, float, list[int]]] = {}
+        self.evaluations = 0
+
+    def dp(self, groups: np.ndarray) -> float:
+        if self.D == 1:
+            return 0.0
+        sub = self.cdp[groups[:, :, None], groups[:, None, :]]
+        return float(2.0 * sub.sum(axis=2).max())
+
+    def w(self, A: tuple[int, ...], B: tuple[int, ...]) -> float:
+        key = (A, B) if A < B else (B, A)
+        v = self._w.get(key)
+        if v is None:
+            v = self._w[key] = bottleneck_value(self.cpp[np.ix_(key[0], key[1])])
+        return v
+
+    def evaluate(self, groups: np.ndarray) -> tuple[float, float, float, list[int]]:
+        """(total, DP, 2 PP, path order of the canonical groups) of a partition."""
+        canon = tuple(sorted(tuple(sorted(int(x) for x in g)) for g in groups))
+        hit = self._total.get(canon)
+        self.evaluations += 1
+        if hit is not None:
+            return hit
+        P = self.P
+        W = np.zeros((P, P))
+        for i in range(P):
+            for j in range(i + 1, P):
+                W[i, j] = W[j, i] = self.w(canon[i], canon[j])
+        pp, order = open_tsp(W)
+        dp = self.dp(np.array(canon))
+        out = (dp + 2.0 * pp, dp, 2.0 * pp, order)
+        self._total[canon] = out
+        return out
+
+    def grid(self, groups: np.ndarray) -> np.ndarray:
+        """(D, P) grid: groups in path order, replicas along the bottleneck matchings."""
+        canon = [list(g) for g in sorted(tuple(sorted(int(x) for x in g)) for g in groups)]
+        order = self.evaluate(np.array(canon))[3]
+        cols = [np.array(canon[order[0]])]
+        for j in order[1:]:
+            nxt = np.array(canon[j])
+            col = bottleneck_matching(self.cpp[np.ix_(cols[-1], nxt)])
+            cols.append(nxt[col])
+        return np.stack(cols, axis=1)
 
 
-def search(inst: Instance, D: int, P: int, rng: np.random.Generator, deadline: Deadline, seconds: float,
-           pop_size: int = 12) -> list[np.ndarray]:
-    model = CommModel(inst, D, P)
-    n = D * P
-    a = inst.arrays
-    region_sorted = np.argsort(a.region * 10**6 - a.speed / a.speed.max(), kind="stable")[:n]
-    pop = [list(np.array_split(region_sorted, P))]
-    while len(pop) < pop_size:
-        pop.append(list(np.array_split(rng.permutation(inst.n)[:n], P)))
-    scored = [(model.cost(g), g) for g in pop]
-    stop_at = deadline.elapsed + seconds
-    while deadline.elapsed < stop_at and not deadline.expired:
-        scored.sort(key=lambda t: t[0])
-        parent = scored[int(rng.integers(min(4, len(scored))))][1]
-        child = [g.copy() for g in parent]
-        for _ in range(int(rng.integers(1, 3))):             # mutation: swap across groups
-            if P > 1:
-                i, j = rng.choice(P, 2, replace=False)
-                x, y = rng.integers(D), rng.integers(D)
-                child[i][x], child[j][y] = child[j][y], child[i][x]
-        c = model.cost(child)
-        for _ in range(8):                                   # local search: first improving swap
-            if P < 2 or deadline.elapsed >= stop_at:
+# --------------------------------------------------------------- its search
+def _groups(labels: np.ndarray, devices: np.ndarray, P: int) -> np.ndarray:
+    return np.stack([devices[labels == j] for j in range(P)])
+
+
+def crossover(p1: np.ndarray, p2: np.ndarray, D: int, P: int, rng: np.random.Generator) -> np.ndarray:
+    """Five-point crossover: parent 1's labels at five positions into parent 2, then
+    greedy balance repair (each device of an over-full group, in index order, moves
+    to the first group short of D)."""
+    child = p2.copy()
+    pts = rng.choice(len(child), size=min(CROSSOVER_POINTS, len(child)), replace=False)
+    child[pts] = p1[pts]
+    counts = np.bincount(child, minlength=P)
+    for v in range(len(child)):
+        if counts[child[v]] > D:
+            short = int(np.flatnonzero(counts < D)[0])
+            counts[child[v]] -= 1
+            counts[short] += 1
+            child[v] = short
+    return child
+
+
+def _gains(lab: np.ndarray, cpp: np.ndarray, off: np.ndarray, locked: np.ndarray, P: int):
+    """DT-FM's move gains. Score of device v for its own group: its cheapest c_pp to a
+    mate; for another group: its mean c_pp to that group's members. Each group's
+    nominee is its unlocked device with the least own score; G[i, j] = gain of moving
+    group i's nominee to group j (its score for j minus its own score)."""
+    onehot = np.eye(P)[lab]
+    size = onehot.sum(axis=0)
+    mean = (cpp @ onehot) / np.maximum(size, 1)
+    same = lab[:, None] == lab[None, :]
+    own = np.where(same, off, np.inf).min(axis=1)
+    free = (onehot.T > 0) & ~locked[None, :]                  # (P, n) unlocked members
+    pick = np.where(free, own[None, :], np.inf)
+    pick = np.where(free & ~np.isfinite(pick), np.finfo(float).max, pick)   # lone members still count
+    nominee = pick.argmin(axis=1)
+    has = free.any(axis=1)
+    G = mean[nominee] - own[nominee][:, None]
+    G[np.arange(P), np.arange(P)] = -np.inf
+    G[~has] = -np.inf
+    nominee = np.where(has, nominee, -1)
+    return G, nominee
+
+
+def local_search(labels: np.ndarray, cpp: np.ndarray, D: int, P: int, rng: np.random.Generator) -> np.ndarray:
+    """One pass of DT-FM's cyclic partitioning ("Ours" gain), ``cpp`` indexed like
+    ``labels``. A cycle starts at the group with the best move and follows best
+    moves until it returns there; its best prefix (closed by sending the current
+    nominee back to the start group) is kept. Up to P cycles, moved devices stay
+    locked, and the best number of cycles by cumulative gain is applied."""
+    del rng                                  # deterministic given its input, as in DT-FM
+    if P < 2 or D < 2:
+        return labels
+    n = len(labels)
+    off = cpp + np.diag(np.full(n, np.inf))  # no device is its own mate
+    locked = np.zeros(n, dtype=bool)
+    reached = np.zeros(P, dtype=bool)
+    states, sums = [labels.copy()], [0.0]
+    for _ in range(P):
+        cur = states[-1].copy()
+        moves: list[tuple[int, int, int]] = []      # (device, from, to)
+        eps: list[float] = []
+        tau: list[float] = []
+        G, nom = _gains(cur, cpp, off, locked, P)
+        if not np.isfinite(G.max()):
+            break
+        S0 = Si = int(np.argmax(G.max(axis=1)))
+        for _ in range(n):
+            if nom[Si] >= 0:
+                v, dest = int(nom[Si]), int(np.argmax(G[Si]))
+            else:                               # nothing left to move here: send the last one home
+                v, dest = moves[-1][0], S0
+            cur[v] = dest
+            locked[v] = True
+            reached[dest] = True
+            moves.append((v, Si, dest))
+            eps.append(float(G[Si].max()))
+            tau.append(float(G[Si, S0]))
+            Si = dest
+            if Si == S0:
                 break
-            i, j = rng.choice(P, 2, replace=False)
-            x, y = rng.integers(D), rng.integers(D)
-            trial = [g.copy() for g in child]
-            trial[i][x], trial[j][y] = trial[j][y], trial[i][x]
-            tc = model.cost(trial)
-            if tc < c:
-                child, c = trial, tc
-        scored[-1] = (c, child)
-    scored.sort(key=lambda t: t[0])
-    return scored[0][1]
+            G, nom = _gains(cur, cpp, off, locked, P)
+        best, l = 0.0, 0
+        for i in range(1, len(eps)):
+            if sum(eps[:i]) + tau[i] > best:
+                best, l = sum(eps[:i]) + tau[i], i
+        for i in range(len(eps) - 1, l, -1):
+            cur[moves[i][0]] = moves[i][1]
+        cur[moves[l][0]] = S0
+        states.append(cur)
+        sums.append(best)
+        if reached.all():
+            break
+    m, best = 0, 0.0
+    for i in range(1, len(sums) + 1):
+        if sum(sums[:i]) > best:
+            best, m = sum(sums[:i]), i - 1
+    return states[m]
+
+
+def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, deadline: Deadline,
+         population: int = POPULATION, offspring: int = OFFSPRING) -> tuple[np.ndarray, dict[str, Any]]:
+    """DT-FM's steady-state memetic search; returns the best partition ever seen."""
+    D, P = cost.D, cost.P
+    n = D * P
+    base = np.repeat(np.arange(P), D)
+    pop = [base[rng.permutation(n)] for _ in range(population)]
+    fit = [cost.evaluate(_groups(x, devices, P))[0] for x in pop]
+    best_i = int(np.argmin(fit))
+    best, best_cost = pop[best_i].copy(), fit[best_i]
+    made = 0
+    for made in range(1, offspring + 1):
+        if deadline.expired:
+            break
+        i, j = int(rng.integers(population)), int(rng.integers(population))
+        child = crossover(pop[i], pop[j], D, P, rng)
+        child = local_search(child, cost.cpp[np.ix_(devices, devices)], D, P, rng)
+        c = cost.evaluate(_groups(child, devices, P))[0]
+        if c < best_cost:
+            best, best_cost = child.copy(), c
+        worse = i if fit[i] >= fit[j] else j
+        if c <= fit[worse]:
+            pop[worse], fit[worse] = child, c
+    return _groups(best, devices, P), {"candidates": population + made, "dtfm_cost_s": best_cost}
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     deadline = Deadline(opts.time_limit_s)
     rng = np.random.default_rng(opts.seed)
-    shapes = [tuple(opts.extra["shape"])] if "shape" in opts.extra else all_gpu_shapes(inst)
+    extra = opts.extra
+    shapes = [tuple(extra["shape"])] if "shape" in extra else all_gpu_shapes(inst)
     M, L = inst.model.num_micro_batches, inst.model.layers
+    a = inst.arrays
     inc = Incumbent(inst)
-    from ..evaluator import evaluate
+    stats: dict[str, Any] = {"shapes": []}
     for i, (D, P) in enumerate(shapes):
         if deadline.expired:
             break
-        groups = search(inst, D, P, rng, deadline, deadline.remaining / (len(shapes) - i))
-        grid = _decode(CommModel(inst, D, P), groups)
-        plan = Plan.from_indices(inst.ids, grid, uniform_cuts(L, P), split_micro_batches(M, D))
+        # every GPU when D x P = n (DT-FM's assertion); else the fastest D x P
+        devices = np.sort(np.argsort(-a.speed, kind="stable")[:D * P])
+        sa, sg = message_sizes(inst, D, P, extra)
+        cost = DtfmCost(inst, D, P, sa, sg)
+        share = Deadline(deadline.remaining / (len(shapes) - i))
+        groups, info = gcma(cost, devices, rng, share, int(extra.get("population", POPULATION)),
+                            int(extra.get("offspring", OFFSPRING)))
+        total, dp, pp2, _ = cost.evaluate(groups)
+        plan = Plan.from_indices(inst.ids, cost.grid(groups), uniform_cuts(L, P), split_micro_batches(M, D))
         ev = evaluate(inst, plan)
-        if ev.acceptable:
-            inc.offer(plan, ev.time_s, ev.energy_j)
+        row = {"D": D, "P": P, "dtfm_cost_s": total, "dtfm_dp_s": dp, "dtfm_pp_s": pp2,
+               "candidates": info["candidates"], "T": ev.time_s, "acceptable": ev.acceptable}
+        stats["shapes"].append(row)
+        if ev.acceptable and inc.offer(plan, ev.time_s, ev.energy_j):
+            stats.update({k: row[k] for k in ("dtfm_cost_s", "dtfm_dp_s", "dtfm_pp_s", "candidates")})
     status = "heuristic" if inc.plan is not None else "unknown"
-    return finish("dtfm", inst, opts, inc.plan, status, deadline, stats={"shapes": len(shapes)})
+    return finish("dtfm", inst, opts, inc.plan, status, deadline, stats=stats)

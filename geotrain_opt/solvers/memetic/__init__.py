@@ -4,7 +4,11 @@ The toolbox holds every operator by name (``toolbox.mate``, ``toolbox.mutate_swa
 ``toolbox.local_search``, ``toolbox.select``, ``toolbox.map``), so a variant swaps in
 one line, e.g. ``toolbox.register("mate", cx_stages, inst)``. Settings come from
 ``SolveOptions.extra``: ``population`` (40), ``generations`` (None = until the
-time limit), ``stall`` (generations without improvement before stopping, 60),
+time limit), ``stall`` (generations without improvement before a restart, 60),
+``patience`` (restarts in a row without improvement before stopping early: 3 up
+to 16 GPUs, never beyond;
+a restart keeps the elite and re-seeds the rest: perturbed elites, structured
+seeds and random genomes),
 ``ls_rate`` (share of offspring improved by local search, 0.25; 0 disables it),
 ``ls_moves``, ``cxpb`` (0.7), ``mutpb`` (0.6), ``parallel`` (multiprocessing map),
 ``pareto`` (NSGA-II mode), ``seeding`` (True), ``max_evaluations`` (an evaluation
@@ -124,6 +128,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     pop_size = int(extra.get("population", 40))
     max_gen = extra.get("generations")
     stall_limit = int(extra.get("stall", 60))
+    # small instances converge for good; large ones use their whole time limit
+    patience = extra.get("patience", 3 if inst.n <= 16 else None)
     mut_names = list(extra.get("mutations", MUTATIONS))
     ls_rate = float(extra.get("ls_rate", 0.25))
     cxpb, mutpb = float(extra.get("cxpb", 0.7)), float(extra.get("mutpb", 0.6))
@@ -166,11 +172,19 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     pop: list[Genome] = []
     if opts.hint is not None:
         pop.append(Genome.from_plan(inst, opts.hint))
+    seeds: list[Genome] = []
     if extra.get("seeding", True):
         for D, P in shapes:
             for build in CONSTRUCTORS.values():
                 grid, cuts, mb = build(inst, D, P)
-                pop.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+                seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+    for name in extra.get("seed_solvers", ()):    # baseline plans as seeds, on a share of the time
+        from .. import get as _get
+        share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
+        r = _get(name)(inst, share)
+        if r.plan is not None:
+            seeds.append(Genome.from_plan(inst, r.plan))
+    pop += seeds
     while len(pop) < pop_size:
         pop.append(random_genome(inst, rng, all_shapes))
     evaluate(pop)
@@ -184,13 +198,28 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     history = []
     gen = 0
     stall = 0
+    restarts = fruitless = 0
+    best_at_restart = best.key
     interrupted = False
     bar = None
     if opts.progress:
         from tqdm import tqdm
         bar = tqdm(total=max_gen, desc="memetic", unit="gen", leave=False, dynamic_ncols=True)
     try:
-        while not stop() and (max_gen is None or gen < max_gen) and stall < stall_limit:
+        while not stop() and (max_gen is None or gen < max_gen):
+            if stall >= stall_limit:
+                # converged: restart around the elite instead of stopping
+                fruitless = 0 if _key_better_keys(inst, best.key, best_at_restart) else fruitless + 1
+                if patience is not None and fruitless >= int(patience):
+                    break
+                best_at_restart = best.key
+                restarts += 1
+                stall = 0
+                pop = _restart(pop, best, pop_size, inst, rng, tb, all_shapes, seeds, mut_names)
+                evaluate(pop)
+                if ls_rate > 0:
+                    improve(pop[: max(1, int(ls_rate * pop_size))])
+                pop = _unique_best(pop, pop_size, pareto, tb)
             gen += 1
             if pareto:   # NSGA-II: random mating, survival by non-domination and crowding
                 parents = [pop[int(i)] for i in rng.integers(len(pop), size=len(pop))]
@@ -235,7 +264,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         if parallel is not None:
             parallel.close()
     plan = best.to_plan(inst) if best.feasible else None
-    stats.update(generations=gen, evaluations=fit.evaluations, local_search_s=round(ls_time, 3),
+    stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations, local_search_s=round(ls_time, 3),
                  local_search_share=round(ls_time / max(deadline.elapsed, 1e-9), 3),
                  local_search_gain=ls_gain, interrupted=interrupted, history=history[-200:])
     status = "heuristic" if plan is not None else "unknown"
@@ -259,6 +288,33 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
 
 def _key_better(inst: Instance, a: Genome, b: Genome) -> bool:
     return objmod.better(inst.objective, a.key, b.key)
+
+
+def _key_better_keys(inst: Instance, a: tuple | None, b: tuple | None) -> bool:
+    return a is not None and objmod.better(inst.objective, a, b)
+
+
+def _restart(pop: list[Genome], best: Genome, size: int, inst: Instance, rng: np.random.Generator,
+             tb: base.Toolbox, shapes: list[tuple[int, int]], seeds: list[Genome],
+             mut_names: list[str]) -> list[Genome]:
+    """Keep the elite (a tenth), add perturbed copies of it (several mutations
+    each), structured seeds and random genomes: the diversity a converged
+    population has lost, around what it has learned."""
+    elite = [best.copy()] + [g.copy() for g in pop[: max(1, size // 10)]]
+    out = list(elite)
+    while len(out) < size // 2:
+        child = elite[int(rng.integers(len(elite)))].copy()
+        for _ in range(int(rng.integers(2, 6))):
+            name = mut_names[int(rng.integers(len(mut_names)))]
+            child = getattr(tb, f"mutate_{name}")(child)
+        child.invalidate()
+        out.append(child)
+    pool = [s.copy() for s in seeds]
+    rng.shuffle(pool)
+    out += pool[: max(0, (size - len(out)) // 2)]
+    while len(out) < size:
+        out.append(random_genome(inst, rng, shapes))
+    return out
 
 
 def _unique_best(genomes: list[Genome], size: int, pareto: bool, tb: base.Toolbox) -> list[Genome]:
