@@ -103,10 +103,18 @@ def main() -> int:
     ap.add_argument("--seeds", default="10:310")
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--out", default="benchmarks/results/exact_differential.md")
-    ap.add_argument("--jsonl")
+    ap.add_argument("--jsonl", help="append one JSON line per instance here (a record to --summarize later)")
+    ap.add_argument("--summarize", help="only write the summary of this JSONL of an earlier (partial) run")
     args = ap.parse_args()
     a, b = map(int, args.seeds.split(":"))
     seeds = range(a, b)
+    if args.summarize:
+        rows = [json.loads(l) for l in Path(args.summarize).read_text().splitlines() if l.strip()]
+        done = [r["seed"] for r in rows]
+        text = summary(rows, range(min(done), max(done) + 1), args.time_limit)
+        Path(args.out).write_text("# Differential campaign of the exact solvers\n\n" + text)
+        print(text)
+        return 1 if any(r["problems"] for r in rows) else 0
     rows = []
     for seed in seeds:
         row = run_one(seed, args.time_limit)

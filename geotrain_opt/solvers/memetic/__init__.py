@@ -31,7 +31,7 @@ from ...plan import Plan
 from ...result import SolverResult
 from ..base import Deadline, SolveOptions, finish
 from .encoding import Fitness, Genome, default_split
-from .local_search import local_search
+from .local_search import local_search, optimize_cuts
 from .operators import CROSSOVERS, MUTATIONS, fresh_cuts
 from ...heuristics import CONSTRUCTORS, seed_shapes
 
@@ -65,7 +65,7 @@ def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra:
     for name, op in MUTATIONS.items():
         tb.register(f"mutate_{name}", op, inst, rng=rng)
     tb.register("local_search", local_search, fit, rng=rng, stop=stop,
-                moves=tuple(extra.get("ls_moves", ("region", "grid", "cuts", "split"))))
+                moves=tuple(extra.get("ls_moves", ("region", "grid", "order", "cuts", "split"))))
     if extra.get("pareto"):
         tb.register("select", tools.selNSGA2)
     else:
@@ -184,6 +184,14 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         r = _get(name)(inst, share)
         if r.plan is not None:
             seeds.append(Genome.from_plan(inst, r.plan))
+    # seeds compete on their best cuts: a structured layout with poor cuts would
+    # otherwise fall out of the population before local search ever sees it
+    evaluate(seeds)
+    for g in seeds:
+        if stop():
+            break
+        optimize_cuts(fit, g, rng, stop=stop)
+        _set_fitness(g, pareto)
     pop += seeds
     while len(pop) < pop_size:
         pop.append(random_genome(inst, rng, all_shapes))

@@ -9,7 +9,13 @@ Three neighbourhoods, each evaluated as one numpy batch per step:
   first improving batch wins (a random sample of the pairs on large instances);
 * ``split`` (free split): move one micro-batch between replicas;
 * ``region``: pull a pipeline into its main region by replacing its off-region
-  devices with the fastest unused devices of that region.
+  devices with the fastest unused devices of that region;
+* ``order``: reorder whole stage groups (swap two columns of the grid, with or
+  without their layer counts, or reverse a run of them: 2-opt on the pipeline)
+  and whole replicas (reverse a run of rows: 2-opt on the data-parallel ring).
+  Device swaps cannot reach these plans one step at a time, and the good plans of
+  geo-distributed instances differ exactly there (which site holds which stage,
+  in which ring order).
 """
 from __future__ import annotations
 
@@ -144,6 +150,37 @@ def region_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda:
     return g.key != start
 
 
+def order_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False) -> bool:
+    D, P = g.D, g.P
+    if D * P == 1:
+        return False
+    fit([g])
+    start = g.key
+    for _ in range(max(D, P)):
+        if stop():
+            break
+        grid, cuts = g.grid, g.cuts
+        sizes = np.diff(cuts)
+        grids, cutv = [], []
+        for i, j in itertools.combinations(range(P), 2):
+            perm = list(range(P))
+            perm[i], perm[j] = j, i
+            rev = list(range(i)) + list(range(j, i - 1, -1)) + list(range(j + 1, P))
+            for order in (perm, rev):
+                grids += [grid[:, order], grid[:, order]]
+                cutv += [cuts, np.concatenate([[0], np.cumsum(sizes[order])])]    # layers stay or move along
+        for i, j in itertools.combinations(range(D), 2):
+            rows = list(range(i)) + list(range(j, i - 1, -1)) + list(range(j + 1, D))
+            grids.append(grid[rows])
+            cutv.append(cuts)
+        G, C = np.stack(grids), np.stack(cutv).astype(np.int64)
+        k, key, te, ok = _best_of(fit, D, P, G, C, np.broadcast_to(g.mb, (len(G), D)))
+        if not _better(fit, key, g.key):
+            break
+        _accept(g, k, key, te, ok, grid=G[k], cuts=C[k])
+    return g.key != start
+
+
 def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False) -> bool:
     """Free split: move one micro-batch between two replicas, steepest descent."""
     if fit.inst.options.batch_split != "free" or g.D == 1:
@@ -174,11 +211,12 @@ def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
     return g.key != start
 
 
-LOCAL_SEARCHES = {"cuts": optimize_cuts, "grid": grid_moves, "region": region_moves, "split": split_moves}
+LOCAL_SEARCHES = {"cuts": optimize_cuts, "grid": grid_moves, "region": region_moves, "order": order_moves,
+                  "split": split_moves}
 
 
 def local_search(fit: Fitness, g: Genome, rng: np.random.Generator,
-                 moves=("region", "grid", "cuts", "split"), stop=lambda: False) -> Genome:
+                 moves=("region", "grid", "order", "cuts", "split"), stop=lambda: False) -> Genome:
     """Apply the neighbourhoods in turn until none improves (at most three passes);
     ``stop()`` (deadline, evaluation budget) is polled between steps."""
     for _ in range(3):
