@@ -85,7 +85,7 @@ class ModelPreset:
     source: str = ""
 
 
-# Llama shapes use SwiGLU (three FFN matrices of width f); the contract's FFN has
+# Llama shapes use SwiGLU (three FFN matrices of width f); the cost model's FFN has
 # two, so ffn_hidden = 1.5 f keeps parameters and FLOP equal ("-like" shapes).
 MODEL_PRESETS: dict[str, ModelPreset] = {m.name: m for m in [
     ModelPreset("gpt2-small", 12, 768, 12, 1024, 50257, source="Radford et al. 2019"),

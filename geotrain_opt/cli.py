@@ -79,6 +79,11 @@ def _options(args: argparse.Namespace) -> solvers.SolveOptions:
             extra[key] = getattr(args, key)
     if getattr(args, "parallel", False):
         extra["parallel"] = True
+    if getattr(args, "seed_solvers", None):
+        names = [n.strip() for n in args.seed_solvers.split(",") if n.strip()]
+        for n in names:
+            solvers.get(n)          # unknown names fail here, before any work
+        extra["seed_solvers"] = names
     return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                                 hint=hint, progress=not args.quiet, extra=extra)
 
@@ -313,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="MILP engine behind PuLP (auto: HiGHS where installed, else CBC)")
         p.add_argument("--population", type=int, help="memetic: population size (default 40)")
         p.add_argument("--generations", type=int, help="memetic: generation limit (default: until the time limit)")
+        p.add_argument("--seed-solvers", help="memetic: also seed with these solvers' plans (e.g. dtfm,greedy), "
+                                              "each run on a tenth of the time limit")
         p.add_argument("--parallel", action="store_true",
                        help="memetic: evaluate populations in a multiprocessing pool of --workers processes")
         if name == "solve":

@@ -1,6 +1,6 @@
 """The cost model of formulations/model.md §3, twice: a literal reference and a batched path.
 
-``evaluate`` follows the contract term by term in plain Python so that a reader
+``evaluate`` follows formulations/model.md term by term in plain Python so that a reader
 can check it against the text; ``BatchEvaluator`` computes the same numbers for
 many plans of one (D, P) shape at once with numpy and is what solvers call in
 their hot loops. A property test keeps the two equal.

@@ -120,7 +120,7 @@ class Model:
     def num_micro_batches(self) -> int:
         return self.global_batch // self.micro_batch
 
-    # Per-layer quantities of formulations/model.md §1.1 (one micro-batch).
+    # Per-layer quantities of formulations/model.md §1 (one micro-batch).
     def layer_forward_flop(self) -> float:
         b, s, h, f = self.micro_batch, self.seq_len, self.hidden, self.ffn_hidden
         return b * s * (8.0 * h * h + 4.0 * h * f + 4.0 * s * h)
@@ -586,7 +586,7 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
     regions = {d.region for d in devices}
 
     def directed(entries: Any, path: str, names: set[str], what: str) -> dict[tuple[str, str], tuple[float, float]]:
-        # {a, b} covers both directions unless {b, a} is listed too (formulations/model.md §1.3).
+        # {a, b} covers both directions unless {b, a} is listed too (formulations/model.md §1).
         if not isinstance(entries, list):
             raise InstanceError(path, "expected a list of {a, b, latency_ms, bandwidth_gbps}")
         explicit: dict[tuple[str, str], tuple[float, float]] = {}

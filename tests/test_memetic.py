@@ -1,6 +1,8 @@
 """Memetic solver: reaches proven optima, deterministic, honours its limits."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -113,3 +115,14 @@ def test_cli_memetic_solve(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
     assert d["solver"] == "memetic" and d["evaluation"]["feasible"] and d["stats"]["generations"] == 10
+
+
+def test_baseline_plans_as_seeds_are_never_lost():
+    """``seed_solvers``: a baseline's plan enters generation 0, so the result is at least as good."""
+    inst = load_instance(INSTANCES / "real" / "vldb-t4-a10-crosscloud.yaml")
+    base = get("dtfm")(inst, SolveOptions(time_limit_s=1, seed=0))
+    res = get("memetic")(inst, SolveOptions(time_limit_s=10, seed=0, extra={"seed_solvers": ["dtfm"], "generations": 1}))
+    assert res.objective_value <= base.objective_value * (1 + 1e-12)
+    r = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "solve", str(INSTANCES / "tiny-4gpu-2region.yaml"),
+                        "--solver", "memetic", "--seed-solvers", "nosuch", "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown solver 'nosuch'" in r.stderr

@@ -1,5 +1,5 @@
 """Constructive baselines (formulations/baselines.md): each a solver with the
-common interface, each evaluated on the contract's cost model.
+common interface, each evaluated on the project's cost model.
 
 * ``megatron-uniform``: every GPU, uniform cuts, devices in id order, the best
   (D, P) with D*P = #GPUs (Megatron-LM's default placement);

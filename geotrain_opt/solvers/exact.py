@@ -108,7 +108,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
                 inc.offer(out.plan, ev.time_s, ev.energy_j)
                 shape_values[(D, P)] = float(objmod.primary(obj, ev.time_s, ev.energy_j))
         if out.status in ("feasible", "unknown"):
-            open_shapes[(D, P)] = out.bound if out.bound is not None else lower_bound(inst)
+            # the model's bound, but never below the instance's compute bound
+            open_shapes[(D, P)] = max(out.bound, lower_bound(inst)) if out.bound is not None else lower_bound(inst)
         else:
             open_shapes.pop((D, P), None)
 

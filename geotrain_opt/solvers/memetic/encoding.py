@@ -2,7 +2,7 @@
 
 A genome is a permutation ``order`` of *all* devices plus (D, P), cuts and the
 micro-batch split: ``grid[k][j] = order[k*P + j]`` and ``order[D*P:]`` are the
-released devices. Every plan of the contract has such a genome, and every genome
+released devices. Every plan of formulations/model.md has such a genome, and every genome
 decodes to a structurally valid plan, so operators never leave the search space;
 only memory and the ε-limits can fail, and they are penalised, not forbidden.
 """
