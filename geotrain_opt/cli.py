@@ -10,7 +10,7 @@ from typing import Sequence
 from . import solvers
 from .calibrate import apply_calibration, calibrate, load_calibration, read_runs
 from .describe import describe_evaluation, describe_instance, table
-from .errors import GeoTrainError
+from .errors import GeoTrainError, SolverError
 from .evaluator import evaluate
 from .instance import OBJECTIVES, Instance, load_instance
 from .plan import Plan
@@ -74,7 +74,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def _options(args: argparse.Namespace) -> solvers.SolveOptions:
     hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
     extra = {"milp_solver": args.milp_solver}
-    for key in ("population", "generations"):
+    if getattr(args, "islands", None) is not None and args.islands < 1:
+        raise SolverError("--islands: must be at least 1")
+    for key in ("population", "generations", "islands"):
         if getattr(args, key, None) is not None:
             extra[key] = getattr(args, key)
     if getattr(args, "parallel", False):
@@ -318,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="MILP engine behind PuLP (auto: HiGHS where installed, else CBC)")
         p.add_argument("--population", type=int, help="memetic: population size (default 40)")
         p.add_argument("--generations", type=int, help="memetic: generation limit (default: until the time limit)")
+        p.add_argument("--islands", type=int, help="memetic: populations evolving side by side with ring "
+                                                   "migration every 10 generations (default 1)")
         p.add_argument("--seed-solvers", help="memetic: also seed with these solvers' plans (e.g. dtfm,greedy), "
                                               "each run on a tenth of the time limit")
         p.add_argument("--parallel", action="store_true",

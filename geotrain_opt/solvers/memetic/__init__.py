@@ -11,13 +11,17 @@ a restart keeps the elite and re-seeds the rest: perturbed elites, structured
 seeds and random genomes),
 ``ls_rate`` (share of offspring improved by local search, 0.25; 0 disables it),
 ``ls_moves``, ``cxpb`` (0.7), ``mutpb`` (0.6), ``parallel`` (multiprocessing map),
-``pareto`` (NSGA-II mode), ``seeding`` (True), ``max_evaluations`` (an evaluation
+``pareto`` (NSGA-II mode), ``seeding`` (True), ``seed_solvers`` (baselines whose
+plans join generation 0), ``islands`` (populations evolving side by side, 1;
+every ``migration_interval`` = 10 generations each sends its best ``migrants`` = 2
+to the next, in a ring), ``max_evaluations`` (an evaluation
 budget, for fair comparisons), ``mutations`` (names to draw from, default all).
 """
 from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -155,7 +159,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         for g in genomes:
             _set_fitness(g, pareto)
 
-    def improve(genomes: list[Genome]) -> None:
+    def improve(genomes: list[Genome], tb: base.Toolbox) -> None:
         nonlocal ls_time, ls_gain
         t = time.perf_counter()
         for g in genomes:
@@ -169,9 +173,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         ls_time += time.perf_counter() - t
 
     # ---- generation 0: constructive seeds, their local optima, random fill
-    pop: list[Genome] = []
-    if opts.hint is not None:
-        pop.append(Genome.from_plan(inst, opts.hint))
+    hinted = [Genome.from_plan(inst, opts.hint)] if opts.hint is not None else []
     seeds: list[Genome] = []
     if extra.get("seeding", True):
         for D, P in shapes:
@@ -192,74 +194,104 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             break
         optimize_cuts(fit, g, rng, stop=stop)
         _set_fitness(g, pareto)
-    pop += seeds
-    while len(pop) < pop_size:
-        pop.append(random_genome(inst, rng, all_shapes))
-    evaluate(pop)
-    pop = _unique_best(pop, max(pop_size, len(pop)), pareto, tb)
-    if ls_rate > 0:
-        improve(pop[: max(1, int(ls_rate * pop_size))])
-    pop = _unique_best(pop, pop_size, pareto, tb)
 
-    best = min(pop, key=lambda g: g.key)
+    n_islands = max(1, int(extra.get("islands", 1)))
+    migrate_every = max(1, int(extra.get("migration_interval", 10)))
+    migrants = max(1, int(extra.get("migrants", 2)))
+    islands: list[_Island] = []
+    for i in range(n_islands):
+        # island 0 is the single-population solver; the others draw their own streams
+        irng = rng if i == 0 else np.random.default_rng([opts.seed, i])
+        itb = tb if i == 0 else build_toolbox(inst, fit, irng, extra, stop)
+        mine = seeds if i == 0 else [seeds[int(j)] for j in irng.permutation(len(seeds))[: len(seeds) // 2]]
+        pop = [g.copy() for g in hinted] + [g.copy() for g in mine]
+        while len(pop) < pop_size:
+            pop.append(random_genome(inst, irng, all_shapes))
+        evaluate(pop)
+        pop = _unique_best(pop, max(pop_size, len(pop)), pareto, itb)
+        if ls_rate > 0:
+            improve(pop[: max(1, int(ls_rate * pop_size))], itb)
+        pop = _unique_best(pop, pop_size, pareto, itb)
+        best0 = min(pop, key=lambda g: g.key).copy()
+        islands.append(_Island(irng, itb, pop, best0, best_at_restart=best0.key))
+
+    def generation(isl: _Island) -> None:
+        """One generation of one island: restart if it stalled, then breed."""
+        rng_, tb_ = isl.rng, isl.tb
+        if isl.stall >= stall_limit:
+            # converged: restart around the elite instead of stopping
+            isl.fruitless = 0 if _key_better_keys(inst, isl.best.key, isl.best_at_restart) else isl.fruitless + 1
+            if patience is not None and isl.fruitless >= int(patience):
+                isl.done = True
+                return
+            isl.best_at_restart = isl.best.key
+            isl.restarts += 1
+            isl.stall = 0
+            isl.pop = _restart(isl.pop, isl.best, pop_size, inst, rng_, tb_, all_shapes, seeds, mut_names)
+            evaluate(isl.pop)
+            if ls_rate > 0:
+                improve(isl.pop[: max(1, int(ls_rate * pop_size))], tb_)
+            isl.pop = _unique_best(isl.pop, pop_size, pareto, tb_)
+        pop_ = isl.pop
+        if pareto:   # NSGA-II: random mating, survival by non-domination and crowding
+            parents = [pop_[int(i)] for i in rng_.integers(len(pop_), size=len(pop_))]
+        else:
+            parents = tb_.select(pop_, len(pop_))
+        offspring = [p.copy() for p in parents]
+        for i in range(0, len(offspring) - 1, 2):
+            if rng_.random() < cxpb:
+                offspring[i] = tb_.mate(offspring[i], offspring[i + 1])
+        for i, child in enumerate(offspring):
+            if rng_.random() < mutpb:
+                name = mut_names[int(rng_.integers(len(mut_names)))]
+                child = getattr(tb_, f"mutate_{name}")(child)
+                child.invalidate()
+                offspring[i] = child
+            elif child.key is None:
+                child.invalidate()
+        evaluate(offspring)
+        if ls_rate > 0:
+            ranked = sorted(offspring, key=lambda g: g.key)
+            k = max(1, int(ls_rate * len(offspring)))
+            improve(ranked[: k // 2 + 1] + [ranked[int(i)] for i in rng_.choice(len(ranked), k // 2, replace=False)], tb_)
+        isl.pop = _unique_best(pop_ + offspring, pop_size, pareto, tb_)
+        cur = min(isl.pop, key=lambda g: g.key)
+        if isl.best.key is None or _key_better(inst, cur, isl.best):
+            isl.best, isl.stall = cur.copy(), 0
+        else:
+            isl.stall += 1
+
+    def overall_best() -> Genome:
+        return min((isl.best for isl in islands), key=lambda g: g.key)
+
     archive: dict[tuple, Genome] = {}
     history = []
     gen = 0
-    stall = 0
-    restarts = fruitless = 0
-    best_at_restart = best.key
     interrupted = False
     bar = None
     if opts.progress:
         from tqdm import tqdm
         bar = tqdm(total=max_gen, desc="memetic", unit="gen", leave=False, dynamic_ncols=True)
     try:
-        while not stop() and (max_gen is None or gen < max_gen):
-            if stall >= stall_limit:
-                # converged: restart around the elite instead of stopping
-                fruitless = 0 if _key_better_keys(inst, best.key, best_at_restart) else fruitless + 1
-                if patience is not None and fruitless >= int(patience):
-                    break
-                best_at_restart = best.key
-                restarts += 1
-                stall = 0
-                pop = _restart(pop, best, pop_size, inst, rng, tb, all_shapes, seeds, mut_names)
-                evaluate(pop)
-                if ls_rate > 0:
-                    improve(pop[: max(1, int(ls_rate * pop_size))])
-                pop = _unique_best(pop, pop_size, pareto, tb)
+        while not stop() and (max_gen is None or gen < max_gen) and not all(isl.done for isl in islands):
             gen += 1
-            if pareto:   # NSGA-II: random mating, survival by non-domination and crowding
-                parents = [pop[int(i)] for i in rng.integers(len(pop), size=len(pop))]
-            else:
-                parents = tb.select(pop, len(pop))
-            offspring = [p.copy() for p in parents]
-            for i in range(0, len(offspring) - 1, 2):
-                if rng.random() < cxpb:
-                    offspring[i] = tb.mate(offspring[i], offspring[i + 1])
-            for i, child in enumerate(offspring):
-                if rng.random() < mutpb:
-                    name = mut_names[int(rng.integers(len(mut_names)))]
-                    child = getattr(tb, f"mutate_{name}")(child)
-                    child.invalidate()
-                    offspring[i] = child
-                elif child.key is None:
-                    child.invalidate()
-            evaluate(offspring)
-            if ls_rate > 0:
-                ranked = sorted(offspring, key=lambda g: g.key)
-                k = max(1, int(ls_rate * len(offspring)))
-                improve(ranked[: k // 2 + 1] + [ranked[int(i)] for i in rng.choice(len(ranked), k // 2, replace=False)])
-            pop = _unique_best(pop + offspring, pop_size, pareto, tb)
-            cur = min(pop, key=lambda g: g.key)
-            if best.key is None or _key_better(inst, cur, best):
-                best, stall = cur.copy(), 0
-            else:
-                stall += 1
+            for isl in islands:
+                if not isl.done and not stop():
+                    generation(isl)
+            if n_islands > 1 and gen % migrate_every == 0:
+                # ring migration: each island's best few replace the worst of the next
+                moving = [[g.copy() for g in isl.pop[:migrants]] for isl in islands]
+                for g in (g for group in moving for g in group):
+                    _set_fitness(g, pareto)
+                for i, isl in enumerate(islands):
+                    isl.pop = _unique_best(isl.pop[: max(1, pop_size - migrants)] + moving[i - 1],
+                                           pop_size, pareto, isl.tb)
+            best = overall_best()
             if pareto:
-                for g in pop:
-                    if g.feasible:
-                        archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
+                for isl in islands:
+                    for g in isl.pop:
+                        if g.feasible:
+                            archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
             history.append((gen, round(deadline.elapsed, 3), best.te[0], best.te[1], fit.evaluations))
             if bar is not None:
                 bar.update(1)
@@ -271,6 +303,9 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             bar.close()
         if parallel is not None:
             parallel.close()
+    best = overall_best()
+    pop = [g for isl in islands for g in isl.pop]
+    restarts = sum(isl.restarts for isl in islands)
     plan = best.to_plan(inst) if best.feasible else None
     stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations, local_search_s=round(ls_time, 3),
                  local_search_share=round(ls_time / max(deadline.elapsed, 1e-9), 3),
@@ -292,6 +327,20 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     return res
 
 
+
+
+@dataclass
+class _Island:
+    """One population of the island model (the single-population solver is island 0)."""
+    rng: np.random.Generator
+    tb: base.Toolbox
+    pop: list[Genome]
+    best: Genome
+    stall: int = 0
+    fruitless: int = 0
+    restarts: int = 0
+    done: bool = False
+    best_at_restart: tuple | None = None
 
 
 def _key_better(inst: Instance, a: Genome, b: Genome) -> bool:
