@@ -5,7 +5,7 @@ The toolbox holds every operator by name (``toolbox.mate``, ``toolbox.mutate_swa
 one line, e.g. ``toolbox.register("mate", cx_stages, inst)``. Settings come from
 ``SolveOptions.extra``: ``population`` (40), ``generations`` (None = until the
 time limit), ``stall`` (generations without improvement before a restart, 60),
-``patience`` (restarts in a row without improvement before stopping early: 3 up
+``patience`` (restarts in a row without improvement before stopping early: 8 up
 to 16 GPUs, never beyond;
 a restart keeps the elite and re-seeds the rest: perturbed elites, structured
 seeds and random genomes),
@@ -133,7 +133,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     max_gen = extra.get("generations")
     stall_limit = int(extra.get("stall", 60))
     # small instances converge for good; large ones use their whole time limit
-    patience = extra.get("patience", 3 if inst.n <= 16 else None)
+    patience = extra.get("patience", 8 if inst.n <= 16 else None)
     mut_names = list(extra.get("mutations", MUTATIONS))
     ls_rate = float(extra.get("ls_rate", 0.25))
     cxpb, mutpb = float(extra.get("cxpb", 0.7)), float(extra.get("mutpb", 0.6))
