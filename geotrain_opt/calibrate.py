@@ -153,7 +153,17 @@ def calibrate(runs: list[Run], fit: tuple[str, ...] = FITTABLE, base: dict[str, 
     def resid(x: np.ndarray) -> np.ndarray:
         return predict(runs, _cal(types, fit, x, base)) / meas - 1.0
 
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12)
+    # the model is piecewise smooth (max terms): start from the given values and,
+    # for kappa, from both ends too, and keep the best local fit
+    starts = [x0]
+    if "exposed_comm" in fit:
+        for k in (0.1, 0.9):
+            x = x0.copy()
+            x[-1] = k
+            starts.append(x)
+    sols = [least_squares(resid, x, bounds=(lo, hi), x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12)
+            for x in starts]
+    sol = min(sols, key=lambda r: r.cost)
     cal = _cal(types, fit, sol.x, base)
     cal["fit"] = fit_errors(runs, cal)
     return cal
