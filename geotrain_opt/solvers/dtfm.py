@@ -91,9 +91,7 @@ def bottleneck_matching(C: np.ndarray) -> np.ndarray:
     """A bottleneck-optimal matching (column of each row), the cheapest in sum among
     them, as DT-FM's edge-deletion loop ends with a Hungarian assignment."""
     v = bottleneck_value(C)
-    cost = np.where(C > v, np.inf, C)
-    cost = np.where(np.isinf(cost), C.max() * C.size + 1.0, cost)
-    _, col = linear_sum_assignment(cost)
+    _, col = linear_sum_assignment(np.where(C > v, C.max() * C.size + 1.0, C))   # edges above v: never chosen
     return col
 
 

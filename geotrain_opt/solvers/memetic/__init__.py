@@ -344,7 +344,7 @@ class _Island:
 
 
 def _key_better(inst: Instance, a: Genome, b: Genome) -> bool:
-    return objmod.better(inst.objective, a.key, b.key)
+    return _key_better_keys(inst, a.key, b.key)
 
 
 def _key_better_keys(inst: Instance, a: tuple | None, b: tuple | None) -> bool:
