@@ -21,16 +21,19 @@ TIE = 1e-9
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+", help="bench JSONL files (their rows are pooled)")
     ap.add_argument("--solver", default="memetic")
     ap.add_argument("--out")
     args = ap.parse_args()
-    rows = [json.loads(l) for l in Path(args.results).read_text().splitlines() if l.strip()]
+    rows = [json.loads(l) for f in args.results for l in Path(f).read_text().splitlines() if l.strip()]
     by = defaultdict(list)
+    from geotrain_opt.solvers import BASELINES
     for r in rows:
+        r["baseline"] = r["solver"] in BASELINES
+        r["solver"] = r.get("label") or r["solver"]     # variants (suite labels) count apart
         if r.get("objective_value") is not None:
             by[r["instance_name"]].append(r)
-    lines = [f"`python benchmarks/memetic_scale.py {args.results}` (objective value = T here; "
+    lines = [f"`python benchmarks/memetic_scale.py {' '.join(args.results)} --solver {args.solver}` (objective value = T here; "
              "reference = the best plan of any run on the instance)", "",
              "| instance | GPUs | reference | best baseline | memetic seeds | worst seed vs reference | spread | every seed >= every baseline |",
              "|---|---|---|---|---|---|---|---|"]
@@ -38,7 +41,7 @@ def main() -> int:
     for name in sorted(by):
         rs = by[name]
         ours = sorted((r["seed"], r["objective_value"]) for r in rs if r["solver"] == args.solver)
-        base = [r for r in rs if r["solver"] != args.solver]
+        base = [r for r in rs if r["baseline"]]
         if not ours:
             continue
         ref = min(r["objective_value"] for r in rs)

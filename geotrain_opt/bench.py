@@ -11,14 +11,19 @@ A suite file (YAML)::
       - memetic
       - {name: cpsat, time_limit: 60, seeds: [0]}    # deterministic: one seed is enough
       - {name: random-search, extra: {max_evaluations: 5000}}   # solver options
+      - {name: memetic, label: memetic-islands, extra: {islands: 2}}  # a variant, reported apart
 
 Results are appended to a JSONL file, one line per finished run, flushed and
-synced at once; a re-run skips (instance, solver, seed) triples already there, so
-an interrupted sweep loses nothing and duplicates nothing. Runs execute in a
+synced at once. A run is known by its key: the instance's content hash (not its
+path, so a sweep resumed from another directory or after a move finds its rows),
+the label, seed, objective, time limit and options; a re-run skips keys already
+there, so an interrupted sweep loses nothing and duplicates nothing. Any
+exception inside a run becomes a row with status "error" and the sweep goes on. Runs execute in a
 local process pool, or on a Dask cluster (``dask="local"`` or a scheduler address).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -29,6 +34,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from .cluster import dask_client
 from .errors import GeoTrainError
 
 
@@ -40,10 +46,13 @@ class Job:
     time_limit: float
     objective: str | None = None
     extra: str = "{}"          # solver options (JSON), e.g. an evaluation budget
+    label: str = ""            # name in reports (default: the solver's)
+    digest: str = ""           # content hash of the instance file
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.instance, self.solver, self.seed)
+    def key(self) -> str:
+        return json.dumps([self.digest, self.label or self.solver, self.seed, self.objective,
+                           self.time_limit, self.extra])
 
 
 def load_suite(path: str | Path) -> tuple[str, list[Job]]:
@@ -65,24 +74,27 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
             ipath = base / inst
         if not ipath.exists():
             raise GeoTrainError(f"suite {path}: instances: no such file {inst}")
+        digest = hashlib.sha256(ipath.read_bytes()).hexdigest()[:16]
         for s in d["solvers"]:
             spec = {"name": s} if isinstance(s, str) else dict(s)
             solvers.get(spec["name"])      # unknown solver: clear error now, not mid-sweep
             for seed in spec.get("seeds", default_seeds):
                 jobs.append(Job(str(ipath), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
-                                d.get("objective"), json.dumps(spec.get("extra", {}), sort_keys=True)))
+                                d.get("objective"), json.dumps(spec.get("extra", {}), sort_keys=True),
+                                str(spec.get("label", spec["name"])), digest))
     return str(d.get("name", p.stem)), jobs
 
 
-def done_keys(results: Path) -> set[tuple[str, str, int]]:
+def done_keys(results: Path) -> set[str]:
     keys = set()
     if results.exists():
-        for line in results.read_text().splitlines():
+        for line in results.read_text(errors="replace").splitlines():
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
                 continue        # a line cut by a crash: that run is simply done again
-            keys.add((r["instance"], r["solver"], r["seed"]))
+            if isinstance(r, dict) and isinstance(r.get("key"), str):
+                keys.add(r["key"])
     return keys
 
 
@@ -92,25 +104,27 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
     from . import solvers
     from .instance import load_instance
     t = time.perf_counter()
+    head = {"key": job.key, "instance": job.instance, "instance_hash": job.digest, "solver": job.solver,
+            "label": job.label or job.solver, "seed": job.seed, "time_limit_s": job.time_limit,
+            "extra": json.loads(job.extra)}
     try:
         inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
         if job.objective:
             inst = inst.with_options(kind=job.objective)
         res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed,
                                                                  extra=json.loads(job.extra)))
-    except GeoTrainError as e:
-        return {"instance": job.instance, "instance_name": Path(job.instance).stem, "n_gpus": None,
-                "solver": job.solver, "seed": job.seed, "objective": job.objective, "status": "error",
-                "error": str(e), "time_s": None, "energy_j": None, "objective_value": None, "best_bound": None,
-                "devices_used": None, "wall_s": time.perf_counter() - t, "time_limit_s": job.time_limit, "plan": None}
+    except Exception as e:      # one bad run must not kill the sweep (and again on every resume)
+        msg = str(e) if isinstance(e, GeoTrainError) else f"{type(e).__name__}: {e}"
+        return {**head, "instance_name": Path(job.instance).stem, "n_gpus": None, "objective": job.objective,
+                "status": "error", "error": msg.splitlines()[0] if msg else type(e).__name__, "time_s": None,
+                "energy_j": None, "objective_value": None, "best_bound": None, "devices_used": None,
+                "wall_s": time.perf_counter() - t, "plan": None}
     ev = res.evaluation
-    return {"instance": job.instance, "instance_name": inst.name, "n_gpus": inst.n, "solver": job.solver,
-            "seed": job.seed, "objective": inst.objective.kind, "status": res.status,
-            "time_s": ev.time_s if ev else None, "energy_j": ev.energy_j if ev else None,
+    return {**head, "instance_name": inst.name, "n_gpus": inst.n, "objective": inst.objective.kind,
+            "status": res.status, "time_s": ev.time_s if ev else None, "energy_j": ev.energy_j if ev else None,
             "objective_value": res.objective_value, "best_bound": res.best_bound,
             "devices_used": len(res.plan.devices) if res.plan else None,
-            "wall_s": time.perf_counter() - t, "time_limit_s": job.time_limit,
-            "plan": res.plan.to_dict() if res.plan else None}
+            "wall_s": time.perf_counter() - t, "plan": res.plan.to_dict() if res.plan else None}
 
 
 def _append(results: Path, row: dict[str, Any]) -> None:
@@ -139,7 +153,7 @@ def run_suite(suite: str | Path, results: str | Path, workers: int = 2, dask: st
     for i, row in enumerate(_execute(todo, workers, dask, root)):
         _append(out, row)
         if progress:
-            print(f"[{i + 1}/{len(todo)}] {row['instance_name']} {row['solver']} seed {row['seed']}: "
+            print(f"[{i + 1}/{len(todo)}] {row['instance_name']} {row['label']} seed {row['seed']}: "
                   f"{row['status']}, T={row['time_s']}", flush=True)
     return len(todo)
 
@@ -148,10 +162,8 @@ def _execute(jobs: list[Job], workers: int, dask: str | None, root: str) -> Iter
     if not jobs:
         return
     if dask:
-        from dask.distributed import Client, LocalCluster, as_completed as dask_completed
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None) if dask == "local" else None
-        client = Client(cluster if cluster is not None else dask)
+        from dask.distributed import as_completed as dask_completed
+        client, cluster = dask_client(dask, workers)
         try:
             futures = [client.submit(run_job, j, root, pure=False) for j in jobs]
             for fut in dask_completed(futures):

@@ -13,7 +13,40 @@ from .describe import describe_evaluation, describe_instance, table
 from .errors import GeoTrainError, SolverError
 from .evaluator import evaluate
 from .instance import OBJECTIVES, Instance, load_instance
+from .outputs import OutputError, check_writable
 from .plan import Plan
+
+
+# ------------------------------------------------------------- flag checking
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors (no usage dump)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _number(lo: float | None = None, hi: float | None = None, *, open_lo: bool = False, integer: bool = False):
+    """An argparse type: a finite number in [lo, hi] ((lo, hi] with ``open_lo``)."""
+    def parse(text: str):
+        try:
+            v = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if integer else 'a number'}, got {text!r}") from None
+        if not integer and v != v or v in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if lo is not None and (v <= lo if open_lo else v < lo):
+            raise argparse.ArgumentTypeError(f"must be {'>' if open_lo else '>='} {lo:g}, got {text}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"must be <= {hi:g}, got {text}")
+        return v
+    parse.__name__ = "integer" if integer else "number"
+    return parse
+
+
+SECONDS = _number(0, 1e7, open_lo=True)
+SEED = _number(0, 2**32 - 1, integer=True)
+WORKERS = _number(1, 1024, integer=True)
 
 
 def _load(args: argparse.Namespace) -> Instance:
@@ -36,12 +69,14 @@ def _instance(args: argparse.Namespace) -> Instance:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    check_writable(args.out, "--out")
     runs = read_runs(args.runs)
     fit = tuple(f.strip() for f in args.fit.split(",") if f.strip())
     cal = calibrate(runs, fit)
     text = json.dumps(cal, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        from .outputs import write_text
+        write_text(args.out, text + "\n")
     print(text)
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
@@ -49,7 +84,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from .instance import check_whole_model_fits
     inst = load_instance(args.instance)
+    check_whole_model_fits(inst)
     print(f"ok: {inst.name}: {inst.n} devices, {len(inst.regions)} regions, "
           f"{inst.model.layers} layers, {inst.model.num_micro_batches} micro-batches")
     return 0
@@ -71,16 +108,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0 if ev.feasible else 1
 
 
-def _options(args: argparse.Namespace) -> solvers.SolveOptions:
+def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
     hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
+    if hint is not None:
+        from .evaluator import check_plan
+        check_plan(inst, hint, "--hint")
     extra = {"milp_solver": args.milp_solver}
-    if getattr(args, "islands", None) is not None and args.islands < 1:
-        raise SolverError("--islands: must be at least 1")
     for key in ("population", "generations", "islands"):
         if getattr(args, key, None) is not None:
             extra[key] = getattr(args, key)
     if getattr(args, "parallel", False):
         extra["parallel"] = True
+    if getattr(args, "island_backend", None):
+        extra["island_backend"] = args.island_backend
+    if getattr(args, "dask", None):
+        extra["island_backend"] = "dask"
+        extra["dask"] = args.dask
     if getattr(args, "seed_solvers", None):
         names = [n.strip() for n in args.seed_solvers.split(",") if n.strip()]
         for n in names:
@@ -103,20 +146,30 @@ def _print_result(inst: Instance, res) -> None:
     print(describe_evaluation(inst, res.evaluation))
 
 
+def _save_or_print(res, path: str | None) -> None:
+    """Save the result; if that still fails, print it whole before the error line."""
+    if not path:
+        return
+    try:
+        res.save(path)
+    except OutputError:
+        print(json.dumps(res.to_dict(), indent=2))
+        raise
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
+    check_writable(args.out, "--out")
     inst = _instance(args)
     if args.certify and args.solver not in ("cpsat", "milp"):
         print(f"error: --certify: needs --solver cpsat or milp, not {args.solver}", file=sys.stderr)
         return 2
-    opts = _options(args)
+    opts = _options(args, inst)
     res = solvers.get(args.solver)(inst, opts)
-    if args.out:
-        res.save(args.out)          # saved before certifying: a long second proof never loses it
+    _save_or_print(res, args.out)   # saved before certifying: a long second proof never loses it
     if args.certify:
         from .certify import certify
         certify(inst, res, opts)
-        if args.out:
-            res.save(args.out)
+        _save_or_print(res, args.out)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
     else:
@@ -135,10 +188,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def cmd_pareto(args: argparse.Namespace) -> int:
     from .pareto import pareto_front
+    check_writable(args.out, "--out")
     inst = _instance(args)
-    res = pareto_front(inst, args.solver, _options(args), points=args.points)
-    if args.out:
-        res.save(args.out)
+    res = pareto_front(inst, args.solver, _options(args, inst), points=args.points)
+    _save_or_print(res, args.out)
     rows = [[str(i), f"{r.evaluation.time_s:.6g}", f"{r.evaluation.energy_j:.6g}", r.status,
              f"{r.plan.replicas}x{r.plan.stages}", str(len(r.plan.devices))] for i, r in enumerate(res.pareto)]
     print(f"{args.solver}: {len(rows)} non-dominated plans ({res.status}), {res.wall_s:.2f} s")
@@ -148,10 +201,11 @@ def cmd_pareto(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from .generate import generate, to_yaml
+    check_writable(args.out, "--out")
     text = to_yaml(generate(args.family, args.gpus, args.seed))
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        from .outputs import write_text
+        write_text(args.out, text)
         print(f"wrote {args.out}")
     else:
         sys.stdout.write(text)
@@ -165,7 +219,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if bool(args.instance) == bool(args.suite):
         print("error: verify: give one INSTANCE or --suite DIR", file=sys.stderr)
         return 2
+    check_writable(args.report, "--report")
+    check_writable(args.json, "--json")
     if args.suite:
+        if not Path(args.suite).is_dir():
+            print(f"error: verify: --suite {args.suite}: no such folder", file=sys.stderr)
+            return 2
         paths = sorted(p for p in Path(args.suite).iterdir() if p.suffix in (".yaml", ".yml", ".json"))
         if not paths:
             print(f"error: verify: no instance files in {args.suite}", file=sys.stderr)
@@ -188,6 +247,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import run_suite
     results = args.results or str(args.suite).rsplit(".", 1)[0] + ".results.jsonl"
+    check_writable(results, "--results")
     run_suite(args.suite, results, workers=args.workers, dask=args.dask, progress=not args.quiet)
     print(f"results in {results}")
     return 0
@@ -195,20 +255,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import load_rows, markdown, summarize, to_csv
+    from .outputs import write_text
+    check_writable(args.md, "--md")
+    check_writable(args.csv, "--csv")
     recs = summarize(load_rows(args.results))
     md = markdown(recs)
     if args.md:
-        with open(args.md, "w") as f:
-            f.write(md)
+        write_text(args.md, md, "--md")
     if args.csv:
-        with open(args.csv, "w") as f:
-            f.write(to_csv(recs))
+        write_text(args.csv, to_csv(recs), "--csv")
     print(md)
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from . import plots
+    for ext in (".png", ".svg"):
+        check_writable(plots.out_stem(args.out) + ext, "--out")
     inst = load_instance(args.instance)
     written = plots.plot_instance(inst, args.kind, args.out, results=args.results, plan=args.plan,
                                   solvers=args.solvers.split(","), time_limit=args.time_limit)
@@ -233,11 +296,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             "energy_j": sim.energy_j, "busy_s": sim.busy_s, "wait_s": sim.wait_s}}, indent=2))
     else:
         print(table(rows, ["quantity", "analytic", "simulated", "simulated vs analytic"]))
-    return 0
+        if not ev.feasible:
+            print("infeasible plan (the analytic model says: " + "; ".join(ev.violations) + ")")
+    return 0 if ev.feasible else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="geotrain-opt", description=__doc__)
+    ap = _Parser(prog="geotrain-opt", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="check an instance file")
     p.add_argument("instance")
@@ -267,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("instance", nargs="?")
     p.add_argument("--suite", help="verify every instance file in this folder")
     p.add_argument("--solvers", default="memetic,cpsat,milp,bruteforce")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per solver run (default 60)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=SECONDS, default=60.0, help="seconds per solver run (default 60)")
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--report", help="write a Markdown report here")
     p.add_argument("--json", help="write a JSON report here")
     p.add_argument("--quiet", action="store_true")
@@ -276,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run a benchmark suite (resumable JSONL results)")
     p.add_argument("suite")
     p.add_argument("--results", help="JSONL file to append to (default: SUITE.results.jsonl)")
-    p.add_argument("--workers", type=int, default=2, help="parallel runs (default 2)")
+    p.add_argument("--workers", type=WORKERS, default=2, help="parallel runs (default 2)")
     p.add_argument("--dask", help="run on a Dask cluster: a scheduler address, or 'local'")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_bench)
@@ -292,12 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", help="bench results JSONL (scaling)")
     p.add_argument("--plan", help="plan or result JSON (gantt, map)")
     p.add_argument("--solvers", default="cpsat,memetic", help="solvers whose fronts to draw (pareto)")
-    p.add_argument("--time-limit", type=float, default=30.0)
+    p.add_argument("--time-limit", type=SECONDS, default=30.0)
     p.set_defaults(fn=cmd_plot)
     p = sub.add_parser("generate", help="write a generated instance (same family, GPUs, seed: same bytes)")
     p.add_argument("--family", required=True, help="tiny, small or geo")
-    p.add_argument("--gpus", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpus", type=_number(1, 16384, integer=True), required=True)
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", help="file to write (default: standard output)")
     p.set_defaults(fn=cmd_generate)
     for name, fn, default in (("solve", cmd_solve, "cpsat"), ("pareto", cmd_pareto, "cpsat")):
@@ -305,23 +370,29 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("instance")
         p.add_argument("--solver", default=default, help=f"one of {', '.join(solvers.names())} (default {default})")
         p.add_argument("--objective", choices=OBJECTIVES, help="override the instance's objective")
-        p.add_argument("--lambda", dest="lam", type=float, help="weight of T in the weighted objective")
-        p.add_argument("--max-time-s", type=float, help="ε-constraint on T")
-        p.add_argument("--max-energy-j", type=float, help="ε-constraint on E")
-        p.add_argument("--max-devices", type=int, help="bound on the number of devices used")
-        p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--workers", type=int, default=2, help="solver threads (default 2)")
+        p.add_argument("--lambda", dest="lam", type=_number(0, 1), help="weight of T in the weighted objective, in [0, 1]")
+        p.add_argument("--max-time-s", type=_number(0, 1e12, open_lo=True), help="ε-constraint on T")
+        p.add_argument("--max-energy-j", type=_number(0, 1e18, open_lo=True), help="ε-constraint on E")
+        p.add_argument("--max-devices", type=_number(1, 16384, integer=True), help="bound on the number of devices used")
+        p.add_argument("--time-limit", type=SECONDS, default=60.0, help="seconds (default 60)")
+        p.add_argument("--seed", type=SEED, default=0)
+        p.add_argument("--workers", type=WORKERS, default=2, help="solver threads (default 2)")
         p.add_argument("--hint", help="plan or result JSON to warm-start from")
         p.add_argument("--calibration", help="calibration JSON from `calibrate` to apply first")
         p.add_argument("--out", help="write the result JSON here")
         p.add_argument("--quiet", action="store_true", help="no progress output")
         p.add_argument("--milp-solver", choices=("auto", "highs", "cbc"), default="auto",
                        help="MILP engine behind PuLP (auto: HiGHS where installed, else CBC)")
-        p.add_argument("--population", type=int, help="memetic: population size (default 40)")
-        p.add_argument("--generations", type=int, help="memetic: generation limit (default: until the time limit)")
-        p.add_argument("--islands", type=int, help="memetic: populations evolving side by side with ring "
+        p.add_argument("--population", type=_number(2, 100_000, integer=True), help="memetic: population size (default 40)")
+        p.add_argument("--generations", type=_number(1, 10**9, integer=True),
+                       help="memetic: generation limit (default: until the time limit)")
+        p.add_argument("--islands", type=_number(1, 1024, integer=True), help="memetic: populations evolving side by side with ring "
                                                    "migration every 10 generations (default 1)")
+        p.add_argument("--island-backend", choices=("inline", "processes", "dask"),
+                       help="memetic: where islands evolve between migrations: this process (default), "
+                            "a pool of --workers processes, or Dask (see --dask); the result is the same")
+        p.add_argument("--dask", metavar="ADDRESS",
+                       help="memetic: run the islands on this Dask scheduler ('local': a local cluster)")
         p.add_argument("--seed-solvers", help="memetic: also seed with these solvers' plans (e.g. dtfm,greedy), "
                                               "each run on a tenth of the time limit")
         p.add_argument("--parallel", action="store_true",
@@ -332,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="cpsat/milp: re-prove an optimal or infeasible claim with the other engine "
                                 "(exit 3 if it does not agree)")
         else:
-            p.add_argument("--points", type=int, default=12, help="ε-sweep points (default 12)")
+            p.add_argument("--points", type=_number(2, 10_000, integer=True), default=12, help="ε-sweep points (default 12)")
         p.set_defaults(fn=fn)
     return ap
 
@@ -342,11 +413,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.fn(args)
     except GeoTrainError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `geotrain-opt ... | head`: the reader left; stop quietly (Python docs' recipe)
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (RecursionError, MemoryError) as e:
+        print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)
+        return 2
+    except Exception as e:      # a bug of ours: one line, and the traceback on request
+        import os
+        if os.environ.get("GEOTRAIN_DEBUG"):
+            raise
+        print(f"error: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              "(set GEOTRAIN_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import stagecost as sc
 from .instance import Instance
+from .errors import PlanError
 from .plan import Plan
 
 
@@ -53,28 +54,55 @@ class Evaluation:
         }
 
 
+def plan_errors(inst: Instance, plan: Plan) -> list[str]:
+    """What makes ``plan`` not a plan of ``inst`` at all (formulations/model.md §2):
+    unknown or repeated devices, cuts that are not 0 = c_0 < ... < c_P = L, a split
+    that is not positive integers summing to M (equal ones under a uniform split)."""
+    errors: list[str] = []
+    L, M = inst.model.layers, inst.model.num_micro_batches
+    unknown = [g for row in plan.grid for g in row if g not in inst.index]
+    if unknown:
+        errors.append(f"grid: unknown device id {unknown[0]!r}")
+    seen: set[str] = set()
+    dup = sorted({g for row in plan.grid for g in row if g in seen or seen.add(g)})
+    if dup:
+        errors.append(f"grid: device(s) used twice: {', '.join(dup[:5])}{' ...' if len(dup) > 5 else ''}")
+    c = plan.cuts
+    if c[0] != 0 or c[-1] != L or any(c[j + 1] <= c[j] for j in range(len(c) - 1)):
+        errors.append(f"cuts: need 0 = c_0 < c_1 < ... < c_P = {L}, got {list(c)[:12]}")
+    mk = plan.micro_batches
+    if any(x < 1 for x in mk) or sum(mk) != M:
+        errors.append(f"micro_batches: need positive integers summing to M = {M}, got {list(mk)[:12]}")
+    elif inst.options.batch_split == "uniform" and len(set(mk)) > 1:
+        errors.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {M / len(mk):g}")
+    return errors
+
+
+def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = False) -> list[str]:
+    """Raise one PlanError naming the structural faults (shared by evaluate,
+    simulate and warm starts). With ``costable`` only the faults that leave no
+    cost to compute (unknown devices, cuts) raise, and the rest (a repeated
+    device, a wrong split) are returned for ``evaluate`` to report as infeasible."""
+    errors = plan_errors(inst, plan)
+    rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown"))] if costable else []
+    errors = [e for e in errors if e not in rest_ok]
+    if errors:
+        field, _, msg = errors[0].partition(": ")
+        rest = "; ".join(errors[1:])
+        raise PlanError(field if what == "plan" else f"{what}.{field}", msg + (f"; {rest}" if rest else ""))
+    return rest_ok
+
+
 def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     """Evaluate one plan exactly as formulations/model.md §3 states it."""
     m = inst.model
     a = inst.arrays
+    violations = check_plan(inst, plan, costable=True)
     P, D = plan.stages, plan.replicas
     g_idx = plan.grid_indices(inst.index)
     c = plan.cuts
     mk = plan.micro_batches
     A = a.A
-    violations: list[str] = []
-
-    # -- validity of grid, cuts and split (§2, §1.4)
-    flat = [g for row in plan.grid for g in row]
-    dup = sorted({g for g in flat if flat.count(g) > 1})
-    if dup:
-        violations.append(f"grid: device(s) used twice: {', '.join(dup)}")
-    if c[0] != 0 or c[-1] != m.layers or any(c[j + 1] <= c[j] for j in range(P)):
-        violations.append(f"cuts: need 0 = c_0 < c_1 < ... < c_P = {m.layers}, got {list(c)}")
-    if any(x < 1 for x in mk) or sum(mk) != a.M:
-        violations.append(f"micro_batches: need positive integers summing to M = {a.M}, got {list(mk)}")
-    if a.uniform and len(set(mk)) > 1:
-        violations.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {a.M / D:g}")
 
     # -- per-stage work W_j, parameters N_j, activations act_j (logits apart)
     W, N, act = [], [], []
@@ -153,7 +181,7 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
                 violations.append(f"memory: {plan.grid[k][j]} (replica {k}, stage {j}) needs "
                                   f"{mem / 2**30:.3f} GiB > usable {a.mem_cap[g] / 2**30:.3f} GiB")
 
-    limits = limit_violations(inst, T, E, len(set(flat)))
+    limits = limit_violations(inst, T, E, D * P)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
                       memory, Tk, R, cross, not limits, limits)
 

@@ -98,6 +98,68 @@ def region_pure(inst: Instance, D: int, P: int):
     return _finish(inst, np.array(rows, dtype=np.int64))
 
 
+def node_mixed(inst: Instance, D: int, P: int):
+    """Node-mates as neighbouring stages, spread evenly over the replicas. T is set
+    by the slowest replica, so rather than some pipelines inside a node and others
+    across slow links, every pipeline gets the same share of fast intra-node hops:
+    each node's devices are cut into chunks of about (devices on shared nodes) / D,
+    and the chunks are dealt to the replicas, largest first, into the emptiest."""
+    order = _site_order(inst)[: D * P]
+    node = [inst.devices[g].node for g in order]
+    groups: list[list[int]] = []
+    for g, nd in zip(order, node):       # site order keeps node-mates together
+        if groups and inst.devices[groups[-1][0]].node == nd:
+            groups[-1].append(g)
+        else:
+            groups.append([g])
+    shared = sum(len(gr) for gr in groups if len(gr) > 1)
+    c = max(1, -(-shared // D))
+    chunks: list[list[int]] = []
+    for gr in groups:
+        k = -(-len(gr) // c)
+        chunks += [list(part) for part in np.array_split(np.array(gr, dtype=np.int64), k)]
+    pos = {g: i for i, g in enumerate(order)}
+    rows: list[list[list[int]]] = [[] for _ in range(D)]
+    room = [P] * D
+    for ch in sorted(chunks, key=lambda ch: (-len(ch), pos[ch[0]])):
+        ch = [int(g) for g in ch]
+        while ch:
+            k = max(range(D), key=lambda r: (room[r] >= len(ch), room[r], -len(rows[r]), -r))
+            take = ch[: room[k]]
+            rows[k].append(take)
+            room[k] -= len(take)
+            ch = ch[len(take):]
+    region = inst.arrays.region
+    grid = []
+    for r in rows:
+        seq: list[int] = []
+        by_region: dict[int, list[list[int]]] = {}
+        for part in sorted(r, key=lambda part: pos[part[0]]):
+            by_region.setdefault(int(region[part[0]]), []).append(part)
+        for parts in by_region.values():     # regions stay contiguous, in site order
+            seq += [g for part in _interleave(parts) for g in part]
+        grid.append(seq)
+    return _finish(inst, np.array(grid, dtype=np.int64))
+
+
+def _interleave(parts: list[list[int]]) -> list[list[int]]:
+    """Single devices at the ends and between the node chunks: a stage between two
+    slow links waits on both (the exposed communication of both its neighbours),
+    so no stage should have two while another has none."""
+    singles = [p for p in parts if len(p) == 1]
+    multis = [p for p in parts if len(p) > 1]
+    slots: list[list[list[int]]] = [[] for _ in range(len(multis) + 1)]
+    order = [0, len(slots) - 1] + list(range(1, len(slots) - 1))   # ends first
+    for i, single in enumerate(singles):
+        slots[order[i % len(slots)]].append(single)
+    out: list[list[int]] = []
+    for i, slot in enumerate(slots):
+        out += slot
+        if i < len(multis):
+            out.append(multis[i])
+    return out
+
+
 def memory_aware(inst: Instance, D: int, P: int):
     """Largest memory first, stage j on the j-th group of D devices."""
     a = inst.arrays
@@ -110,7 +172,7 @@ def memory_aware(inst: Instance, D: int, P: int):
 
 
 CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "site-groups": site_groups,
-                "region-pure": region_pure, "memory-aware": memory_aware}
+                "region-pure": region_pure, "node-mixed": node_mixed, "memory-aware": memory_aware}
 
 
 def seed_shapes(inst: Instance, limit: int = 40) -> list[tuple[int, int]]:

@@ -23,6 +23,23 @@ BATCH_SPLITS = ("uniform", "free")
 OBJECTIVES = ("time", "energy", "weighted")
 
 
+# Largest accepted values (formulations/model.md §8, "ranges"): far above any real
+# system, low enough that nothing downstream overflows, allocates terabytes or hangs.
+INT_MAX = 10**9
+MAX_DEVICES = 16_384          # the network is n x n float arrays, several of them
+LIMITS: dict[str, float] = {
+    "layers": 100_000, "hidden": 1_000_000, "heads": 100_000, "seq_len": 10_000_000,
+    "vocab": 100_000_000, "ffn_hidden": 10_000_000, "global_batch": 100_000_000, "micro_batch": 1_000_000,
+    "precision_bytes": 8, "state_bytes": 64, "grad_bytes": 64, "count": MAX_DEVICES,
+    "gpus_per_node": MAX_DEVICES, "max_devices": MAX_DEVICES, "accumulation_steps": 100_000_000,
+    "peak_tflops": 100_000, "memory_gib": 100_000, "busy_w": 100_000, "wait_w": 100_000,
+    "latency_ms": 1e6, "bandwidth_gbps": 1e12, "nic_gbps": 1e12,  # 1e12: "no network cost" in idealised tests
+    "net_j_per_byte": 1.0, "pue": 10.0,
+    "work_scale": 1e3, "params_scale": 1e3, "act_scale": 1e3,
+    "time_ref_s": 1e12, "energy_ref_j": 1e18, "max_time_s": 1e12, "max_energy_j": 1e18,
+}
+
+
 # --------------------------------------------------------------------- readers
 class _Reader:
     """Typed access to a mapping that names the offending field on error."""
@@ -37,11 +54,13 @@ class _Reader:
         return f"{self.path}.{key}" if self.path else key
 
     def has(self, key: str) -> bool:
-        return key in self.data and self.data[key] is not None
+        if key in self.data and self.data[key] is None:
+            # YAML reads an empty value as null: say so rather than silently use the default
+            raise InstanceError(self.sub(key), "is null (empty); give a value or omit the field for its default")
+        return key in self.data
 
     def get(self, key: str, default: Any = None) -> Any:
-        v = self.data.get(key, default)
-        return default if v is None else v
+        return self.data[key] if self.has(key) else default
 
     def req(self, key: str) -> Any:
         if not self.has(key):
@@ -49,7 +68,7 @@ class _Reader:
         return self.data[key]
 
     def number(self, key: str, default: float | None = None, *, positive: bool = False,
-               nonneg: bool = False, required: bool = False) -> float:
+               nonneg: bool = False, required: bool = False, maximum: float | None = None) -> float:
         if not self.has(key):
             if required or default is None:
                 raise InstanceError(self.sub(key), "missing required field")
@@ -61,9 +80,13 @@ class _Reader:
             raise InstanceError(self.sub(key), f"must be positive, got {v!r}")
         if nonneg and v < 0:
             raise InstanceError(self.sub(key), f"must not be negative, got {v!r}")
+        top = maximum if maximum is not None else LIMITS.get(key)
+        if top is not None and v > top:
+            raise InstanceError(self.sub(key), f"must be at most {top:g}, got {v!r}")
         return float(v)
 
-    def integer(self, key: str, default: int | None = None, *, minimum: int | None = 1) -> int:
+    def integer(self, key: str, default: int | None = None, *, minimum: int | None = 1,
+                maximum: int | None = None) -> int:
         if not self.has(key):
             if default is None:
                 raise InstanceError(self.sub(key), "missing required field")
@@ -73,6 +96,10 @@ class _Reader:
             raise InstanceError(self.sub(key), f"expected an integer, got {v!r}")
         if minimum is not None and v < minimum:
             raise InstanceError(self.sub(key), f"must be >= {minimum}, got {v}")
+        # bounded before anything is allocated from it
+        top = maximum if maximum is not None else LIMITS.get(key, INT_MAX)
+        if v > top:
+            raise InstanceError(self.sub(key), f"must be at most {top:g}, got {v}")
         return v
 
     def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
@@ -89,6 +116,8 @@ class _Reader:
         v = self.data[key]
         if isinstance(v, bool) or not isinstance(v, (str, int)):
             raise InstanceError(self.sub(key), f"expected a string, got {v!r}")
+        if str(v).strip() == "":
+            raise InstanceError(self.sub(key), "must not be empty")
         return str(v)
 
     def unknown_keys(self, allowed: set[str]) -> None:
@@ -345,27 +374,80 @@ def load_instance(path: str | Path) -> Instance:
     """Read a YAML or JSON instance file; every problem is an :class:`InstanceError`."""
     p = Path(path)
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise InstanceError("<file>", f"cannot read {path}: {e.strerror or e}") from None
+        text = read_text_file(p)
+    except ValueError as e:
+        raise InstanceError("<file>", str(e), source=str(path)) from None
     try:
         data = parse_text(text, str(path))
         inst = instance_from_dict(data, default_name=p.stem)
     except InstanceError as e:     # name the file: a suite run reads many
         raise InstanceError(e.field, e.message, source=str(path)) from None
+    except RecursionError:
+        raise InstanceError("<file>", "nested too deeply", source=str(path)) from None
     inst.source = str(path)
     return inst
 
 
+def read_text_file(p: Path, limit_bytes: int = 1 << 30) -> str:
+    """The file as UTF-8 text; ValueError with a one-line reason otherwise."""
+    try:
+        if p.stat().st_size > limit_bytes:
+            raise ValueError(f"{p} is larger than {limit_bytes >> 20} MiB")
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {p}: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text (byte {e.start})") from None
+
+
+def _no_duplicates(pairs: list[tuple[Any, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise InstanceError(str(k), "duplicate key (given twice in one mapping)")
+        out[k] = v
+    return out
+
+
+def _yaml_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that rejects a key given twice (PyYAML keeps the last one)."""
+
+    def mapping(loader, node, deep=False):
+        loader.flatten_mapping(node)
+        pairs = [(loader.construct_object(k, deep=deep), loader.construct_object(v, deep=deep))
+                 for k, v in node.value]
+        try:
+            return _no_duplicates(pairs)
+        except InstanceError as e:
+            raise InstanceError(e.field, f"{e.message} at line {node.start_mark.line + 1}") from None
+        except TypeError:          # an unhashable key such as a list
+            raise InstanceError("<file>", f"a mapping key must be a scalar (line {node.start_mark.line + 1})") from None
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
 def parse_text(text: str, where: str = "<text>") -> Any:
+    try:
+        return _parse(text, where)
+    except RecursionError:
+        raise InstanceError("<file>", "nested too deeply") from None
+
+
+def _parse(text: str, where: str) -> Any:
     if where.endswith(".json"):
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as e:
             raise InstanceError("<file>", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     import yaml
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_yaml_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
@@ -403,7 +485,7 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
     for r in pue_raw:
         if str(r) not in known_regions:
             raise InstanceError(f"energy.pue.{r}", "unknown region (no device is in it)")
-        v = pue_r.number(r, positive=True)
+        v = pue_r.number(r, positive=True, maximum=LIMITS["pue"])
         if v < 1.0:
             raise InstanceError(f"energy.pue.{r}", f"PUE must be >= 1, got {v}")
         pue[str(r)] = v
@@ -418,7 +500,7 @@ def _read_model(r: _Reader) -> Model:
     r.unknown_keys(_MODEL)
     base: dict[str, Any] = {}
     if r.has("preset"):
-        name = r.get("preset")
+        name = r.string("preset")
         if name not in MODEL_PRESETS:
             raise InstanceError("model.preset", f"unknown preset {name!r} (known: {', '.join(MODEL_PRESETS)})")
         p = MODEL_PRESETS[name]
@@ -510,6 +592,9 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
         region = r.string("region")
         if r.has("count"):
             count = r.integer("count")
+            if len(out) + count > MAX_DEVICES:
+                raise InstanceError(r.sub("count"), f"more than {MAX_DEVICES} devices in all "
+                                    f"({len(out)} before this entry, {count} here)")
             prefix = r.string("id_prefix", f"{region}-")
             gpn = r.integer("gpus_per_node", 0, minimum=0)
             node = r.string("node", f"{prefix}node")
@@ -521,6 +606,8 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
                                     "only allowed together with count")
             ids = [r.string("id")]
             nodes = [r.string("node", f"{ids[0]}-node")]
+            if len(out) >= MAX_DEVICES:
+                raise InstanceError(r.sub("id"), f"more than {MAX_DEVICES} devices in all")
         nic = units.gbps_to_bytes_per_s(r.number("nic_gbps", positive=True)) if r.has("nic_gbps") else None
         for did, node in zip(ids, nodes):
             if did in seen:
@@ -628,38 +715,69 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
             if arr.shape != (n, n):
                 raise InstanceError(mr.sub(key), f"expected a {n}x{n} matrix, got shape {arr.shape}")
             off = ~np.eye(n, dtype=bool)
+            if not np.isfinite(arr[off]).all():
+                raise InstanceError(mr.sub(key), "entries must be finite numbers")
+            if (arr[off] > LIMITS[key]).any():
+                raise InstanceError(mr.sub(key), f"entries must be at most {LIMITS[key]:g}")
             if key == "latency_ms" and (arr[off] < 0).any():
                 raise InstanceError(mr.sub(key), "latencies must not be negative")
             if key == "bandwidth_gbps" and (arr[off] <= 0).any():
                 raise InstanceError(mr.sub(key), "bandwidths must be positive")
-            perm = [idx[str(o)] for o in order]
+            perm = np.array([idx[str(o)] for o in order], dtype=np.int64)
             target = alpha if key == "latency_ms" else beta
             conv = units.ms_to_s if key == "latency_ms" else units.gbps_to_bytes_per_s
-            for a_i, ga in enumerate(perm):
-                for b_i, gb in enumerate(perm):
-                    if ga != gb:
-                        target[ga, gb] = conv(arr[a_i, b_i])
-    for i, u in enumerate(devices):
-        for j, v in enumerate(devices):
-            if i == j or (not np.isnan(alpha[i, j]) and (u.id, v.id) not in pairs):
-                continue
-            if (u.id, v.id) in pairs:
-                alpha[i, j], beta[i, j] = pairs[(u.id, v.id)]
-            elif u.node == v.node and "intra_node" in tiers:
-                alpha[i, j], beta[i, j] = tiers["intra_node"]
-            elif u.region == v.region and ("intra_region" in tiers or "intra_node" in tiers):
-                if "intra_region" not in tiers:
-                    raise InstanceError(r.sub("intra_region"), f"missing: devices {u.id!r} and {v.id!r} share region {u.region!r} but not a node")
-                alpha[i, j], beta[i, j] = tiers["intra_region"]
-            elif u.region == v.region:
-                raise InstanceError(r.sub("intra_region"), f"missing: needed for {u.id!r} -> {v.id!r} in region {u.region!r}")
-            elif (u.region, v.region) in inter:
-                alpha[i, j], beta[i, j] = inter[(u.region, v.region)]
-            else:
-                raise InstanceError(r.sub("inter_region"), f"no entry for regions {u.region!r} -> {v.region!r}")
+            target[np.ix_(perm, perm)] = np.where(off, conv(arr), np.nan)
+    # tiers fill what the matrix left open (vectorised: instances reach thousands of devices)
+    node_of = _codes([d.node for d in devices])
+    reg_names = sorted(regions)
+    reg_of = _codes([d.region for d in devices], reg_names)
+    same_node = node_of[:, None] == node_of[None, :]
+    same_reg = reg_of[:, None] == reg_of[None, :]
+    open_ = np.isnan(alpha)
+    np.fill_diagonal(open_, False)
+    for a_id, b_id in pairs:
+        open_[idx[a_id], idx[b_id]] = False
+    if "intra_node" in tiers:
+        m = open_ & same_node
+        alpha[m], beta[m] = tiers["intra_node"]
+        open_ &= ~same_node
+    m = open_ & same_reg
+    if m.any():
+        if "intra_region" not in tiers:
+            i, j = map(int, np.argwhere(m)[0])
+            u, v = devices[i], devices[j]
+            detail = (f"devices {u.id!r} and {v.id!r} share region {u.region!r} but not a node"
+                      if "intra_node" in tiers else f"needed for {u.id!r} -> {v.id!r} in region {u.region!r}")
+            raise InstanceError(r.sub("intra_region"), f"missing: {detail}")
+        alpha[m], beta[m] = tiers["intra_region"]
+    m = open_ & ~same_reg
+    if m.any():
+        R = len(reg_names)
+        ra, rb = np.full((R, R), np.nan), np.full((R, R), np.nan)
+        pos = {name: i for i, name in enumerate(reg_names)}
+        for (x, y), (lat, bw) in inter.items():
+            ra[pos[x], pos[y]], rb[pos[x], pos[y]] = lat, bw
+        la = ra[reg_of[:, None], reg_of[None, :]]
+        lb = rb[reg_of[:, None], reg_of[None, :]]
+        missing = m & np.isnan(la)
+        if missing.any():
+            i, j = map(int, np.argwhere(missing)[0])
+            raise InstanceError(r.sub("inter_region"),
+                                f"no entry for regions {devices[i].region!r} -> {devices[j].region!r}")
+        alpha[m], beta[m] = la[m], lb[m]
+    for (a_id, b_id), (lat, bw) in pairs.items():      # device pairs override everything
+        alpha[idx[a_id], idx[b_id]], beta[idx[a_id], idx[b_id]] = lat, bw
     np.fill_diagonal(alpha, 0.0)
     np.fill_diagonal(beta, np.inf)
     return alpha, beta
+
+
+def _codes(names: list[str], order: list[str] | None = None) -> np.ndarray:
+    pos = {n: i for i, n in enumerate(order)} if order is not None else {}
+    if order is None:
+        for n in names:
+            pos.setdefault(n, len(pos))
+    return np.array([pos[n] for n in names], dtype=np.int64)
 
 
 def _check_fits_somewhere(inst: Instance) -> None:
@@ -675,3 +793,20 @@ def _check_fits_somewhere(inst: Instance) -> None:
     if worst > cap:
         raise InstanceError("model", f"fits on no subset of devices: {what} needs {worst / units.GIB:.2f} GiB "
                                      f"but the largest device offers {cap / units.GIB:.2f} GiB usable")
+
+
+def check_whole_model_fits(inst: Instance) -> None:
+    """``validate``'s stronger test: the whole model (state + one micro-batch of
+    activations per layer) against the memory of the most devices one replica can
+    use, at most min(n, L, max_devices) stages. Loading does not apply it: such an
+    instance is well-formed, and the solvers prove it infeasible."""
+    a = inst.arrays
+    L = a.L
+    k = min(inst.n, L, inst.options.max_devices or inst.n)
+    total = (a.state_bytes * float(a.par_prefix[-1] + a.emb_params + a.head_params)
+             + float(a.act_prefix[-1]) + a.logits)
+    room = float(np.sort(a.mem_cap)[::-1][:k].sum())
+    if total > room:
+        raise InstanceError("model", f"fits on no subset of devices: one replica needs at least "
+                                     f"{total / units.GIB:.2f} GiB but the {k} largest devices a pipeline can use "
+                                     f"offer {room / units.GIB:.2f} GiB usable")

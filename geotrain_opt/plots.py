@@ -12,19 +12,31 @@ matplotlib.use("Agg")   # files only, no screen
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import stagecost as sc
+from .errors import GeoTrainError  # noqa: E402
 from .evaluator import evaluate  # noqa: E402
 from .generate import CITIES  # noqa: E402
 from .instance import Instance  # noqa: E402
 from .plan import Plan  # noqa: E402
 
 
+def out_stem(out: str | Path) -> str:
+    """``--out fig`` and ``--out fig.png`` both mean fig.png + fig.svg."""
+    s = str(out)
+    return s[: -4] if s.lower().endswith((".png", ".svg")) else s
+
+
 def _save(fig, out: str | Path) -> list[str]:
+    from .outputs import OutputError
     paths = []
-    for ext in ("png", "svg"):
-        p = f"{out}.{ext}"
-        fig.savefig(p, dpi=120, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
+    try:
+        for ext in ("png", "svg"):
+            p = f"{out_stem(out)}.{ext}"
+            fig.savefig(p, dpi=120, bbox_inches="tight")
+            paths.append(p)
+    except OSError as e:
+        raise OutputError(f"--out: cannot write {p}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
     return paths
 
 
@@ -152,6 +164,8 @@ def plot_instance(inst: Instance, kind: str, out: str, results: str | None = Non
         return pareto(inst, fronts, out)
     if kind == "scaling":
         from .report import load_rows
+        if not results:
+            raise GeoTrainError("plot --kind scaling: needs --results (a bench JSONL)")
         return scaling(load_rows(results), out)
     p = Plan.load(plan) if plan else None
     if p is not None:

@@ -10,18 +10,33 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .errors import GeoTrainError
 from .solvers import BASELINES
 
 OURS = ("memetic", "cpsat", "milp", "bruteforce")
 
 
+_NEEDED = ("instance_name", "solver", "status")
+
+
 def load_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a bench JSONL; lines that are cut, not JSON or not result rows are
+    skipped (a crash can leave half a line), a missing file is one error line."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as e:
+        raise GeoTrainError(f"results {path}: cannot read: {e.strerror or e}") from None
     rows = []
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            r = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             continue
+        if isinstance(r, dict) and all(isinstance(r.get(k), str) for k in _NEEDED):
+            for k in ("time_s", "energy_j", "objective_value", "wall_s", "devices_used"):
+                if not isinstance(r.get(k), (int, float)) or isinstance(r.get(k), bool):
+                    r[k] = None
+            rows.append(r)
     return rows
 
 
@@ -34,7 +49,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per (instance, solver) with medians, gap and reductions."""
     by: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
-        by[(r["instance_name"], r["solver"])].append(r)
+        by[(r["instance_name"], r.get("label") or r["solver"])].append(r)
     out = []
     instances = sorted({k[0] for k in by})
     for inst in instances:

@@ -48,12 +48,9 @@ class SolverResult:
             d["pareto"] = [p.to_dict() for p in self.pareto]
         return d
 
-    def save(self, path: str | Path) -> None:
-        # Write to a temporary name first so an interrupted write never leaves half a file.
-        p = Path(path)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        tmp.replace(p)
+    def save(self, path: str | Path, flag: str = "--out") -> None:
+        from .outputs import write_text
+        write_text(path, json.dumps(self.to_dict(), indent=2) + "\n", flag)
 
     @staticmethod
     def from_dict(d: dict[str, Any], inst: Instance | None = None) -> "SolverResult":

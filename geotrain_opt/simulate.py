@@ -32,7 +32,7 @@ import numpy as np
 
 from . import stagecost as sc
 from .construct import split_micro_batches
-from .evaluator import evaluate
+from .evaluator import check_plan, evaluate
 from .instance import Instance
 from .plan import Plan
 
@@ -117,6 +117,7 @@ class _Links:
 
 def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous: bool = False,
              record: bool = False) -> SimResult:
+    check_plan(inst, plan)
     a = inst.arrays
     m = inst.model
     grid = plan.grid_indices(inst.index)

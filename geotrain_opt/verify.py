@@ -170,7 +170,8 @@ def verify_paths(paths: list[Path], names: list[str], time_limit_s: float, seed:
 
 
 def write_reports(vers: list[Verification], md: str | None, js: str | None) -> None:
+    from .outputs import write_text
     if md:
-        Path(md).write_text(render(vers))
+        write_text(md, render(vers), "--report")
     if js:
-        Path(js).write_text(json.dumps([v.to_dict() for v in vers], indent=2) + "\n")
+        write_text(js, json.dumps([v.to_dict() for v in vers], indent=2) + "\n", "--json")

@@ -118,3 +118,40 @@ def test_plots_write_png_and_svg(tmp_path):
         assert all((tmp_path / p).stat().st_size > 1000 for p in out)
     bars, total = plots.schedule(inst, plan)
     assert total == pytest.approx(max(s + d for _, s, d, _k in bars), rel=1e-9)
+
+
+def test_rows_are_keyed_by_content_not_path(tmp_path, monkeypatch):
+    """A sweep resumed from another folder, or after the instances moved, finds its rows;
+    a changed instance file is a new run."""
+    import shutil
+    work = tmp_path / "a"
+    (work / "inst").mkdir(parents=True)
+    shutil.copy(INSTANCES / "tiny-4gpu-2region.yaml", work / "inst" / "t.yaml")
+    (work / "s.yaml").write_text("name: k\ntime_limit: 2\nseeds: [0, 1]\ninstances: [inst/t.yaml]\nsolvers: [greedy]\n")
+    out = tmp_path / "res.jsonl"
+    monkeypatch.chdir(work)
+    assert run_suite("s.yaml", out, workers=1, progress=False) == 2
+    monkeypatch.chdir(tmp_path)                       # another cwd, the same suite
+    assert run_suite(work / "s.yaml", out, workers=1, progress=False) == 0
+    moved = tmp_path / "b"
+    shutil.move(str(work), str(moved))                # the whole tree moved
+    assert run_suite(moved / "s.yaml", out, workers=1, progress=False) == 0
+    (moved / "inst" / "t.yaml").write_text((moved / "inst" / "t.yaml").read_text().replace(
+        "global_batch: 4", "global_batch: 8"))
+    assert run_suite(moved / "s.yaml", out, workers=1, progress=False) == 2
+    rows = load_rows(out)
+    assert len(rows) == 4 and len({r["instance_hash"] for r in rows}) == 2
+
+
+def test_a_crashing_run_becomes_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    from geotrain_opt import solvers
+    monkeypatch.setitem(solvers._REGISTRY, "crash", "tests.crash_solver")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"name: c\ntime_limit: 2\nseeds: [0]\ninstances: [{INSTANCES / 'tiny-4gpu-2region.yaml'}]\n"
+                     "solvers: [crash, greedy]\n")
+    out = tmp_path / "res.jsonl"
+    assert run_suite(suite, out, workers=1, progress=False) == 2
+    rows = {r["solver"]: r for r in load_rows(out)}
+    assert rows["crash"]["status"] == "error" and rows["crash"]["error"] == "OverflowError: int too large to convert"
+    assert rows["greedy"]["status"] == "heuristic" and rows["greedy"]["time_s"] > 0
+    assert run_suite(suite, out, workers=1, progress=False) == 0      # an error row counts as done

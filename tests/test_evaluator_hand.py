@@ -131,10 +131,21 @@ def test_memory_infeasible(tiny_dict):
 
 
 def test_structural_violations(tiny):
-    ev = evaluate(tiny, Plan.make([["e0", "e0"]], [0, 3, 3], [3]))
+    ev = evaluate(tiny, Plan.make([["e0", "e0"]], [0, 2, 4], [3]))
     text = " | ".join(ev.violations)
     assert not ev.feasible
-    assert "used twice" in text and "cuts" in text and "micro_batches" in text
+    assert "used twice" in text and "micro_batches" in text
+
+
+@pytest.mark.parametrize("cuts", [[0, 3, 3], [0, 14, 30], [0, 5, 4], [1, 2, 4], [0, -1, 4]])
+def test_cuts_without_a_layer_range_are_errors(tiny, cuts):
+    """No cost exists for such cuts: one PlanError, in evaluate, simulate and --hint alike."""
+    from geotrain_opt.errors import PlanError
+    from geotrain_opt.simulate import simulate
+    plan = Plan.make([["e0", "w0"]], cuts, [4])
+    for fn in (evaluate, simulate):
+        with pytest.raises(PlanError, match=r"plan: cuts: need 0 = c_0 < c_1 < ... < c_P = 4"):
+            fn(tiny, plan)
 
 
 def test_uniform_split_enforced(tiny):

@@ -12,7 +12,7 @@ stores value/unit as a continuous variable for numerical balance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -58,14 +58,26 @@ def _identical_layers(inst: Instance) -> bool:
     return all(row == (1.0, 1.0, 1.0) for row in inst.model.layer_scale)
 
 
+class BuildTimeout(Exception):
+    """The time limit ended while a model was still being built."""
+
+
 def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit: float,
           cutoff: float | None = None, objective: str | None = None,
-          time_cap: float | None = None, symmetry: bool = True) -> Shape:
+          time_cap: float | None = None, symmetry: bool = True,
+          stop: Callable[[], bool] | None = None) -> Shape:
     """State the model of formulations/model.md §3 for a fixed (D, P) on back end ``be``.
 
     ``cutoff``: only plans whose objective is at most this are wanted (pruning
     with an incumbent). ``time_cap``: extra T <= cap (tie-break phase, ε-sweeps).
+    ``stop``: polled once per device row (the model has O(D P n^2) terms, so
+    building alone can outlast a time limit); when it returns True the build
+    raises :class:`BuildTimeout`.
     """
+    def tick() -> None:
+        if stop is not None and stop():
+            raise BuildTimeout(f"building the {D}x{P} model ran out of time")
+
     a = inst.arrays
     n, L, M = inst.n, a.L, a.M
     obj = inst.objective
@@ -108,11 +120,18 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
         return [(c * s, v) for c, v in terms]
 
     # ---- assignment
-    x = {(g, k, j): be.boolean(f"x_{g}_{k}_{j}") for g in G for k in K for j in J}
+    x = {}
+    for g in G:
+        tick()
+        for k in K:
+            for j in J:
+                x[g, k, j] = be.boolean(f"x_{g}_{k}_{j}")
     for k in K:
         for j in J:
+            tick()
             be.eq_int([(1, x[g, k, j]) for g in G], 1)
     for g in G:
+        tick()
         be.le([(1.0, x[g, k, j]) for k in K for j in J], 1, 1.0)
     # rotating the replicas of a plan changes nothing (same ring edges, same split
     # multiset in the same cyclic order): replica 0 holds the smallest stage-0 device
@@ -184,6 +203,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     for k in K:
         for j in J:
             for g in G:
+                tick()
                 s = 1.0 / a.speed[g]
                 be.ge(t[k, j], scaled(W[j], s), W_c[j] * s, (x[g, k, j],))
 
@@ -195,6 +215,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
             lk[k, j] = be.real(f"lk_{k}_{j}", lk_ub, t_unit)
             oc[k, j] = be.real(f"oc_{k}_{j}", occ_ub, t_unit)
             for u in G:
+                tick()
                 row = [(a.alpha[u, v] + a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u]
                 be.ge(lk[k, j], row, 0.0, (x[u, k, j],))
                 be.ge(oc[k, j], [(a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
@@ -215,6 +236,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
             for k in K:
                 k2 = (k + 1) % D
                 for u in G:
+                    tick()
                     be.ge(Ra, [(2.0 * (D - 1) * a.alpha[u, v], x[v, k2, j]) for v in G if v != u], 0.0, (x[u, k, j],))
                     for v in G:
                         if v != u:
@@ -239,6 +261,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                 logits = a.logits * int(sc.logits_inflight(a, infl)) if j == P - 1 else 0.0
                 const = a.state_bytes * N_c[j] + logits
                 for g in G:
+                    tick()
                     be.le(terms, float(a.mem_cap[g]) - const, 1.0, (x[g, k, j],) + lits)
 
     # ---- energy: sum pue(Pb-Pw) U + sum_{g in S} pue Pw T + e_net * cross bytes
@@ -251,10 +274,12 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
             E_terms.append((1.0, eb))
             for m, _S, _q, lits in m_cases(k):
                 for g in G:
+                    tick()
                     s = m * (a.p_busy[g] - a.p_wait[g]) / a.speed[g]
                     be.ge(eb, scaled(W[j], s), W_c[j] * s, (x[g, k, j],) + lits)
     # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0
     for g in G:
+        tick()
         om = omv[g] = be.real(f"om_{g}", T_ub, t_unit)
         E_terms.append((float(a.p_wait[g]), om))
         for k in K:
@@ -267,6 +292,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                 # cp = 1 when the link of replica k between stages j and j+1 crosses regions
                 cp = be.real(f"cp_{k}_{j}", 1.0, 1.0)
                 for u in G:
+                    tick()
                     be.ge(cp, [(cross[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
                 if uniform:
                     E_terms.append((a.net_j_per_byte * 2.0 * mvals[k] * a.A, cp))
@@ -282,6 +308,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                     # bytes in units worth one energy unit: an LP solver sees their cost
                     rb = be.real(f"rb_{k}_{j}", cring * N_tot, e_unit / a.net_j_per_byte)
                     for u in G:
+                        tick()
                         for v in G:
                             if v != u and cross[u, v]:
                                 be.ge(rb, scaled(Npar[j], cring), N_c[j] * cring, (x[u, k, j], x[v, k2, j]))

@@ -14,13 +14,17 @@ seeds and random genomes),
 ``pareto`` (NSGA-II mode), ``seeding`` (True), ``seed_solvers`` (baselines whose
 plans join generation 0), ``islands`` (populations evolving side by side, 1;
 every ``migration_interval`` = 10 generations each sends its best ``migrants`` = 2
-to the next, in a ring), ``max_evaluations`` (an evaluation
+to the next, in a ring; ``island_backend``: ``inline`` evolves them in turn here,
+``processes`` in a pool of ``workers`` processes, ``dask`` on the Dask scheduler
+``dask`` (an address or ``local``): the same result in all three, since an
+island's run depends on its own state only), ``max_evaluations`` (an evaluation
 budget, for fair comparisons), ``mutations`` (names to draw from, default all).
 """
 from __future__ import annotations
 
 import random
 import time
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +34,8 @@ from deap import base, creator, tools
 from ... import objective as objmod
 from ...construct import feasible_shapes
 from ...instance import Instance
+from ...cluster import dask_client
+from ...errors import SolverError
 from ...objective import pareto_filter
 from ...plan import Plan
 from ...result import SolverResult
@@ -62,8 +68,16 @@ def random_genome(inst: Instance, rng: np.random.Generator, shapes: list[tuple[i
     return g
 
 
+def sel_tournament(individuals: list, k: int, tournsize: int, rnd: random.Random) -> list:
+    """DEAP's ``tools.selTournament`` drawing from ``rnd`` instead of the global
+    ``random`` module (the same draws for the same state): islands in Dask or
+    pool workers must not share a stream with anything else in the process."""
+    return [max((rnd.choice(individuals) for _ in range(tournsize)), key=attrgetter("fitness"))
+            for _ in range(k)]
+
+
 def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra: dict,
-                  stop=lambda: False) -> base.Toolbox:
+                  stop=lambda: False, rnd: random.Random | None = None) -> base.Toolbox:
     tb = base.Toolbox()
     tb.register("mate", CROSSOVERS[extra.get("crossover", "replicas")], inst, rng=rng)
     for name, op in MUTATIONS.items():
@@ -73,7 +87,7 @@ def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra:
     if extra.get("pareto"):
         tb.register("select", tools.selNSGA2)
     else:
-        tb.register("select", tools.selTournament, tournsize=3)
+        tb.register("select", sel_tournament, tournsize=3, rnd=rnd if rnd is not None else random.Random(0))
     tb.register("map", map)
     return tb
 
@@ -101,13 +115,16 @@ class _Parallel:
 
     def close(self) -> None:
         self.pool.terminate()
+        self.pool.join()
 
 
 _WORKER_FIT: Fitness | None = None
 
 
 def _init_worker(inst: Instance) -> None:
+    import signal
     global _WORKER_FIT
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and keeps the plan
     _WORKER_FIT = Fitness(inst)
 
 
@@ -116,176 +133,256 @@ def _eval_chunk(chunk: list[Genome]) -> list[tuple]:
     return [(g.key, g.te, g.feasible) for g in chunk]
 
 
-def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    extra = opts.extra
-    pareto = bool(extra.get("pareto"))
-    deadline = Deadline(opts.time_limit_s)
-    rng = np.random.default_rng(opts.seed)
-    random.seed(opts.seed)               # DEAP's selection draws from the random module
-    fit = Fitness(inst)
-    max_evals = extra.get("max_evaluations")
+@dataclass
+class _Config:
+    """What one generation of one island needs besides the instance (picklable:
+    island workers in other processes receive it once)."""
+    pareto: bool
+    pop_size: int
+    stall_limit: int
+    patience: int | None
+    ls_rate: float
+    cxpb: float
+    mutpb: float
+    mut_names: list[str]
+    shapes: list[tuple[int, int]]
+    extra: dict
 
-    def stop() -> bool:
-        return deadline.expired or (max_evals is not None and fit.evaluations >= max_evals)
 
-    tb = build_toolbox(inst, fit, rng, extra, stop)
-    pop_size = int(extra.get("population", 40))
-    max_gen = extra.get("generations")
-    stall_limit = int(extra.get("stall", 60))
-    # small instances converge for good; large ones use their whole time limit
-    patience = extra.get("patience", 8 if inst.n <= 16 else None)
-    mut_names = list(extra.get("mutations", MUTATIONS))
-    ls_rate = float(extra.get("ls_rate", 0.25))
-    cxpb, mutpb = float(extra.get("cxpb", 0.7)), float(extra.get("mutpb", 0.6))
-    shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
-    all_shapes = feasible_shapes(inst)
-    if not all_shapes:
-        return finish("memetic", inst, opts, None, "infeasible", deadline)
-    parallel = _Parallel(inst, max(2, opts.workers)) if extra.get("parallel") else None
-    ls_time = 0.0
-    ls_gain = 0.0
-    stats: dict[str, Any] = {}
+class _Evolver:
+    """Evaluation, local search and one generation of an island, over one fitness."""
 
-    def evaluate(genomes: list[Genome]) -> None:
+    def __init__(self, inst: Instance, cfg: _Config, seeds: list[Genome], fit: Fitness, stop,
+                 parallel: "_Parallel | None" = None) -> None:
+        self.inst, self.cfg, self.seeds, self.fit, self.stop, self.parallel = inst, cfg, seeds, fit, stop, parallel
+        self.ls_time = 0.0
+        self.ls_gain = 0.0
+
+    def toolbox(self, isl: "_Island") -> base.Toolbox:
+        if isl.tb is None:     # islands shipped to another process travel without theirs
+            isl.tb = build_toolbox(self.inst, self.fit, isl.rng, self.cfg.extra, self.stop, isl.rnd)
+        return isl.tb
+
+    def evaluate(self, genomes: list[Genome]) -> None:
         todo = [g for g in genomes if g.key is None]
-        if parallel is not None and len(todo) >= 64:
+        if self.parallel is not None and len(todo) >= 64:
             chunks = [todo[i::4] for i in range(4)]
-            for chunk, res in zip(chunks, parallel.map(_eval_chunk, chunks)):
+            for chunk, res in zip(chunks, self.parallel.map(_eval_chunk, chunks)):
                 for g, (k, te, ok) in zip(chunk, res):
                     g.key, g.te, g.feasible = k, te, ok
-                fit.evaluations += len(chunk)
+                self.fit.evaluations += len(chunk)
         else:
-            fit(todo)
+            self.fit(todo)
         for g in genomes:
-            _set_fitness(g, pareto)
+            _set_fitness(g, self.cfg.pareto)
 
-    def improve(genomes: list[Genome], tb: base.Toolbox) -> None:
-        nonlocal ls_time, ls_gain
+    def improve(self, genomes: list[Genome], tb: base.Toolbox) -> None:
         t = time.perf_counter()
         for g in genomes:
-            if stop():
+            if self.stop():
                 break
             before = g.key[0]
             tb.local_search(g)
             if before < 1e300 and g.key[0] < before:
-                ls_gain += (before - g.key[0]) / max(abs(before), 1e-300)
-            _set_fitness(g, pareto)
-        ls_time += time.perf_counter() - t
+                self.ls_gain += (before - g.key[0]) / max(abs(before), 1e-300)
+            _set_fitness(g, self.cfg.pareto)
+        self.ls_time += time.perf_counter() - t
 
-    # ---- generation 0: constructive seeds, their local optima, random fill
-    hinted = [Genome.from_plan(inst, opts.hint)] if opts.hint is not None else []
-    seeds: list[Genome] = []
-    if extra.get("seeding", True):
-        for D, P in shapes:
-            for build in CONSTRUCTORS.values():
-                grid, cuts, mb = build(inst, D, P)
-                seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
-    for name in extra.get("seed_solvers", ()):    # baseline plans as seeds, on a share of the time
-        from .. import get as _get
-        share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
-        r = _get(name)(inst, share)
-        if r.plan is not None:
-            seeds.append(Genome.from_plan(inst, r.plan))
-    # seeds compete on their best cuts: a structured layout with poor cuts would
-    # otherwise fall out of the population before local search ever sees it
-    evaluate(seeds)
-    for g in seeds:
-        if stop():
-            break
-        optimize_cuts(fit, g, rng, stop=stop)
-        _set_fitness(g, pareto)
-
-    n_islands = max(1, int(extra.get("islands", 1)))
-    migrate_every = max(1, int(extra.get("migration_interval", 10)))
-    migrants = max(1, int(extra.get("migrants", 2)))
-    islands: list[_Island] = []
-    for i in range(n_islands):
-        # island 0 is the single-population solver; the others draw their own streams
-        irng = rng if i == 0 else np.random.default_rng([opts.seed, i])
-        itb = tb if i == 0 else build_toolbox(inst, fit, irng, extra, stop)
-        mine = seeds if i == 0 else [seeds[int(j)] for j in irng.permutation(len(seeds))[: len(seeds) // 2]]
-        pop = [g.copy() for g in hinted] + [g.copy() for g in mine]
-        while len(pop) < pop_size:
-            pop.append(random_genome(inst, irng, all_shapes))
-        evaluate(pop)
-        pop = _unique_best(pop, max(pop_size, len(pop)), pareto, itb)
-        if ls_rate > 0:
-            improve(pop[: max(1, int(ls_rate * pop_size))], itb)
-        pop = _unique_best(pop, pop_size, pareto, itb)
+    def start(self, rng: np.random.Generator, rnd: random.Random, tb: base.Toolbox,
+              members: list[Genome]) -> "_Island":
+        """Generation 0 of an island: the given members, random fill, local search."""
+        cfg = self.cfg
+        pop = [g.copy() for g in members]
+        while len(pop) < cfg.pop_size:
+            pop.append(random_genome(self.inst, rng, cfg.shapes))
+        self.evaluate(pop)
+        pop = _unique_best(pop, max(cfg.pop_size, len(pop)), cfg.pareto, tb)
+        if cfg.ls_rate > 0:
+            self.improve(pop[: max(1, int(cfg.ls_rate * cfg.pop_size))], tb)
+        pop = _unique_best(pop, cfg.pop_size, cfg.pareto, tb)
         best0 = min(pop, key=lambda g: g.key).copy()
-        islands.append(_Island(irng, itb, pop, best0, best_at_restart=best0.key))
+        return _Island(rng, rnd, tb, pop, best0, best_at_restart=best0.key)
 
-    def generation(isl: _Island) -> None:
+    def generation(self, isl: "_Island") -> None:
         """One generation of one island: restart if it stalled, then breed."""
-        rng_, tb_ = isl.rng, isl.tb
-        if isl.stall >= stall_limit:
+        cfg, inst = self.cfg, self.inst
+        rng_, tb_ = isl.rng, self.toolbox(isl)
+        if isl.stall >= cfg.stall_limit:
             # converged: restart around the elite instead of stopping
             isl.fruitless = 0 if _key_better_keys(inst, isl.best.key, isl.best_at_restart) else isl.fruitless + 1
-            if patience is not None and isl.fruitless >= int(patience):
+            if cfg.patience is not None and isl.fruitless >= int(cfg.patience):
                 isl.done = True
                 return
             isl.best_at_restart = isl.best.key
             isl.restarts += 1
             isl.stall = 0
-            isl.pop = _restart(isl.pop, isl.best, pop_size, inst, rng_, tb_, all_shapes, seeds, mut_names)
-            evaluate(isl.pop)
-            if ls_rate > 0:
-                improve(isl.pop[: max(1, int(ls_rate * pop_size))], tb_)
-            isl.pop = _unique_best(isl.pop, pop_size, pareto, tb_)
+            isl.pop = _restart(isl.pop, isl.best, cfg.pop_size, inst, rng_, tb_, cfg.shapes, self.seeds,
+                               cfg.mut_names)
+            self.evaluate(isl.pop)
+            if cfg.ls_rate > 0:
+                self.improve(isl.pop[: max(1, int(cfg.ls_rate * cfg.pop_size))], tb_)
+            isl.pop = _unique_best(isl.pop, cfg.pop_size, cfg.pareto, tb_)
         pop_ = isl.pop
-        if pareto:   # NSGA-II: random mating, survival by non-domination and crowding
+        if cfg.pareto:   # NSGA-II: random mating, survival by non-domination and crowding
             parents = [pop_[int(i)] for i in rng_.integers(len(pop_), size=len(pop_))]
         else:
             parents = tb_.select(pop_, len(pop_))
         offspring = [p.copy() for p in parents]
         for i in range(0, len(offspring) - 1, 2):
-            if rng_.random() < cxpb:
+            if rng_.random() < cfg.cxpb:
                 offspring[i] = tb_.mate(offspring[i], offspring[i + 1])
         for i, child in enumerate(offspring):
-            if rng_.random() < mutpb:
-                name = mut_names[int(rng_.integers(len(mut_names)))]
+            if rng_.random() < cfg.mutpb:
+                name = cfg.mut_names[int(rng_.integers(len(cfg.mut_names)))]
                 child = getattr(tb_, f"mutate_{name}")(child)
                 child.invalidate()
                 offspring[i] = child
             elif child.key is None:
                 child.invalidate()
-        evaluate(offspring)
-        if ls_rate > 0:
+        self.evaluate(offspring)
+        if cfg.ls_rate > 0:
             ranked = sorted(offspring, key=lambda g: g.key)
-            k = max(1, int(ls_rate * len(offspring)))
-            improve(ranked[: k // 2 + 1] + [ranked[int(i)] for i in rng_.choice(len(ranked), k // 2, replace=False)], tb_)
-        isl.pop = _unique_best(pop_ + offspring, pop_size, pareto, tb_)
+            k = max(1, int(cfg.ls_rate * len(offspring)))
+            self.improve(ranked[: k // 2 + 1] + [ranked[int(i)] for i in rng_.choice(len(ranked), k // 2, replace=False)], tb_)
+        isl.pop = _unique_best(pop_ + offspring, cfg.pop_size, cfg.pareto, tb_)
         cur = min(isl.pop, key=lambda g: g.key)
         if isl.best.key is None or _key_better(inst, cur, isl.best):
             isl.best, isl.stall = cur.copy(), 0
         else:
             isl.stall += 1
 
-    def overall_best() -> Genome:
-        return min((isl.best for isl in islands), key=lambda g: g.key)
 
-    archive: dict[tuple, Genome] = {}
-    history = []
-    gen = 0
+def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+    extra = opts.extra
+    pareto = bool(extra.get("pareto"))
+    deadline = Deadline(opts.time_limit_s)
+    rng = np.random.default_rng(opts.seed)
+    fit = Fitness(inst)
+    max_evals = extra.get("max_evaluations")
+
+    def stop() -> bool:
+        return deadline.expired or (max_evals is not None and fit.evaluations >= max_evals)
+
+    rnd = random.Random(opts.seed)
+    tb = build_toolbox(inst, fit, rng, extra, stop, rnd)
+    max_gen = extra.get("generations")
+    shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
+    all_shapes = feasible_shapes(inst)
+    if not all_shapes:
+        return finish("memetic", inst, opts, None, "infeasible", deadline)
+    cfg = _Config(pareto=pareto, pop_size=int(extra.get("population", 40)), stall_limit=int(extra.get("stall", 60)),
+                  # small instances converge for good; large ones use their whole time limit
+                  patience=extra.get("patience", 8 if inst.n <= 16 else None),
+                  ls_rate=float(extra.get("ls_rate", 0.25)), cxpb=float(extra.get("cxpb", 0.7)),
+                  mutpb=float(extra.get("mutpb", 0.6)), mut_names=list(extra.get("mutations", MUTATIONS)),
+                  shapes=all_shapes, extra={k: v for k, v in extra.items() if k in _WORKER_KEYS})
+    n_islands = max(1, int(extra.get("islands", 1)))
+    backend = extra.get("island_backend", "inline") if n_islands > 1 else "inline"
+    parallel = _Parallel(inst, max(2, opts.workers)) if extra.get("parallel") and backend == "inline" else None
+    seeds: list[Genome] = []
+    evo = _Evolver(inst, cfg, seeds, fit, stop, parallel)
+    stats: dict[str, Any] = {}
+
+    # ---- generation 0: constructive seeds, their local optima, random fill. Ctrl-C
+    # or the deadline here still returns the best seed evaluated so far.
+    hinted = [Genome.from_plan(inst, opts.hint)] if opts.hint is not None else []
+    migrate_every = max(1, int(extra.get("migration_interval", 10)))
+    migrants = max(1, int(extra.get("migrants", 2)))
+    islands: list[_Island] = []
     interrupted = False
     bar = None
     if opts.progress:
         from tqdm import tqdm
-        bar = tqdm(total=max_gen, desc="memetic", unit="gen", leave=False, dynamic_ncols=True)
+        bar = tqdm(total=max_gen, desc="memetic: seeding", unit="gen", leave=False, dynamic_ncols=True)
     try:
-        while not stop() and (max_gen is None or gen < max_gen) and not all(isl.done for isl in islands):
-            gen += 1
-            for isl in islands:
-                if not isl.done and not stop():
-                    generation(isl)
+        evo.evaluate(hinted)
+        if extra.get("seeding", True):
+            for D, P in shapes:
+                if stop():
+                    break
+                for build in CONSTRUCTORS.values():
+                    grid, cuts, mb = build(inst, D, P)
+                    seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+        for name in extra.get("seed_solvers", ()):    # baseline plans as seeds, on a share of the time
+            from .. import get as _get
+            share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
+            r = _get(name)(inst, share)
+            if r.plan is not None:
+                seeds.append(Genome.from_plan(inst, r.plan))
+        # seeds compete on their best cuts: a structured layout with poor cuts would
+        # otherwise fall out of the population before local search ever sees it
+        evo.evaluate(seeds)
+        for g in seeds:
+            if stop():
+                break
+            optimize_cuts(fit, g, rng, stop=stop)
+            _set_fitness(g, pareto)
+        if bar is not None:
+            bar.set_description("memetic: generation 0")
+        for i in range(n_islands):
+            # island 0 is the single-population solver; the others draw their own streams
+            irng = rng if i == 0 else np.random.default_rng([opts.seed, i])
+            irnd = rnd if i == 0 else random.Random(opts.seed * 1_000_003 + i)
+            itb = tb if i == 0 else build_toolbox(inst, fit, irng, extra, stop, irnd)
+            mine = seeds if i == 0 else [seeds[int(j)] for j in irng.permutation(len(seeds))[: len(seeds) // 2]]
+            islands.append(evo.start(irng, irnd, itb, hinted + mine))
+    except KeyboardInterrupt:
+        interrupted = True
+    if bar is not None:
+        bar.set_description("memetic")
+    # what generation 0 had evaluated when it ended (an interrupt may come before any island)
+    fallback = [g for g in hinted + seeds if g.key is not None]
+    if not islands and not fallback:
+        # interrupted before any seed had its cost (e.g. inside the pool's map): one
+        # batched evaluation here, in this process, takes well under a second
+        fallback = hinted + seeds
+        if not fallback:
+            D, P = shapes[0]
+            fallback = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *CONSTRUCTORS["fastest-first"](inst, D, P)))]
+        fit(fallback)
+        for g in fallback:
+            _set_fitness(g, pareto)
+
+    def overall_best() -> Genome | None:
+        pool = [isl.best for isl in islands] or fallback
+        return min(pool, key=lambda g: g.key) if pool else None
+
+    def migrate() -> None:
+        # ring migration: each island's best few replace the worst of the next
+        moving = [[g.copy() for g in isl.pop[:migrants]] for isl in islands]
+        for g in (g for group in moving for g in group):
+            _set_fitness(g, pareto)
+        for i, isl in enumerate(islands):
+            isl.pop = _unique_best(isl.pop[: max(1, cfg.pop_size - migrants)] + moving[i - 1],
+                                   cfg.pop_size, pareto, isl.tb)
+
+    archive: dict[tuple, Genome] = {}
+    history = []
+    gen = 0
+    pool = None
+    try:
+        if backend != "inline" and islands and not interrupted:
+            pool = _IslandPool(backend, inst, cfg, seeds, opts.workers, n_islands, extra.get("dask"))
+        while islands and not interrupted and not stop() and (max_gen is None or gen < max_gen) and not all(isl.done for isl in islands):
+            if pool is None:
+                steps = 1
+                for isl in islands:
+                    if not isl.done and not stop():
+                        evo.generation(isl)
+            else:
+                # each island runs to the next migration in its own process
+                steps = migrate_every - gen % migrate_every
+                if max_gen is not None:
+                    steps = min(steps, max_gen - gen)
+                budget = None if max_evals is None else max(0, max_evals - fit.evaluations) // n_islands + 1
+                islands, done = pool.epoch(islands, steps, deadline.remaining, budget)
+                for n_eval, ls_t, ls_g in done:
+                    fit.evaluations += n_eval
+                    evo.ls_time += ls_t
+                    evo.ls_gain += ls_g
+            gen += steps
             if n_islands > 1 and gen % migrate_every == 0:
-                # ring migration: each island's best few replace the worst of the next
-                moving = [[g.copy() for g in isl.pop[:migrants]] for isl in islands]
-                for g in (g for group in moving for g in group):
-                    _set_fitness(g, pareto)
-                for i, isl in enumerate(islands):
-                    isl.pop = _unique_best(isl.pop[: max(1, pop_size - migrants)] + moving[i - 1],
-                                           pop_size, pareto, isl.tb)
+                migrate()
             best = overall_best()
             if pareto:
                 for isl in islands:
@@ -294,7 +391,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                             archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
             history.append((gen, round(deadline.elapsed, 3), best.te[0], best.te[1], fit.evaluations))
             if bar is not None:
-                bar.update(1)
+                bar.update(steps)
                 bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible)
     except KeyboardInterrupt:
         interrupted = True
@@ -303,13 +400,18 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             bar.close()
         if parallel is not None:
             parallel.close()
+        if pool is not None:
+            pool.close()
     best = overall_best()
     pop = [g for isl in islands for g in isl.pop]
     restarts = sum(isl.restarts for isl in islands)
-    plan = best.to_plan(inst) if best.feasible else None
-    stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations, local_search_s=round(ls_time, 3),
-                 local_search_share=round(ls_time / max(deadline.elapsed, 1e-9), 3),
-                 local_search_gain=ls_gain, interrupted=interrupted, history=history[-200:])
+    plan = best.to_plan(inst) if best is not None and best.feasible else None
+    stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations,
+                 local_search_s=round(evo.ls_time, 3),
+                 local_search_share=round(evo.ls_time / max(deadline.elapsed, 1e-9), 3),
+                 local_search_gain=evo.ls_gain, interrupted=interrupted, history=history[-200:])
+    if n_islands > 1:
+        stats["island_backend"] = backend
     status = "heuristic" if plan is not None else "unknown"
     res = finish("memetic", inst, opts, plan, status, deadline, stats=stats)
     if pareto:
@@ -327,13 +429,93 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     return res
 
 
+# settings a worker's toolbox reads (the rest of ``extra`` stays in the parent)
+_WORKER_KEYS = ("crossover", "ls_moves", "pareto")
+
+
+def _island_epoch(ctx: tuple, isl: "_Island", steps: int, seconds: float,
+                  evals: int | None) -> tuple["_Island", tuple[int, float, float]]:
+    """Run one island for ``steps`` generations (or until ``seconds``/``evals``)
+    wherever it is called: a pool worker or a Dask worker."""
+    inst, cfg, seeds = ctx
+    deadline = Deadline(seconds)
+    fit = Fitness(inst)
+
+    def stop() -> bool:
+        return deadline.expired or (evals is not None and fit.evaluations >= evals)
+
+    evo = _Evolver(inst, cfg, seeds, fit, stop)
+    isl.tb = None
+    for _ in range(steps):
+        if isl.done or stop():
+            break
+        evo.generation(isl)
+    isl.tb = None
+    return isl, (fit.evaluations, evo.ls_time, evo.ls_gain)
+
+
+_ISLAND_CTX: tuple | None = None
+
+
+def _init_island_worker(ctx: tuple) -> None:
+    import signal
+    global _ISLAND_CTX
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and keeps the plan
+    _ISLAND_CTX = ctx
+
+
+def _pool_epoch(args: tuple):
+    return _island_epoch(_ISLAND_CTX, *args)
+
+
+class _IslandPool:
+    """Islands evolving in other processes between migrations: a local process
+    pool (``island_backend="processes"``) or a Dask cluster (``"dask"``, with
+    ``dask`` = a scheduler address or ``"local"``). Results do not depend on the
+    backend: an island's run depends only on its own state."""
+
+    def __init__(self, backend: str, inst: Instance, cfg: _Config, seeds: list[Genome], workers: int,
+                 n_islands: int, address: str | None) -> None:
+        ctx = (inst, cfg, [g.copy() for g in seeds])
+        self.backend = backend
+        self.client = self.cluster = None
+        if backend == "processes":
+            import multiprocessing as mp
+            self.pool = mp.get_context("spawn").Pool(max(1, min(workers, n_islands)),
+                                                     initializer=_init_island_worker, initargs=(ctx,))
+        elif backend == "dask":
+            self.client, self.cluster = dask_client(address, max(1, min(workers, n_islands)))
+            self.ctx = self.client.scatter(ctx, broadcast=True)
+        else:
+            raise SolverError(f"island_backend: unknown backend {backend!r} (inline, processes, dask)")
+
+    def epoch(self, islands: list["_Island"], steps: int, seconds: float, evals: int | None):
+        for isl in islands:
+            isl.tb = None
+        jobs = [(isl, steps, seconds, evals) for isl in islands]
+        if self.client is not None:
+            futs = [self.client.submit(_island_epoch, self.ctx, *j, pure=False) for j in jobs]
+            out = self.client.gather(futs)
+        else:
+            out = self.pool.map(_pool_epoch, jobs)
+        return [o[0] for o in out], [o[1] for o in out]
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        else:
+            self.pool.terminate()
+            self.pool.join()
 
 
 @dataclass
 class _Island:
     """One population of the island model (the single-population solver is island 0)."""
     rng: np.random.Generator
-    tb: base.Toolbox
+    rnd: random.Random          # selection's stream: an island's run depends on its own state only
+    tb: base.Toolbox | None
     pop: list[Genome]
     best: Genome
     stall: int = 0

@@ -27,7 +27,7 @@ import numpy as np
 from ... import objective as objmod
 from .encoding import Fitness, Genome
 
-CUT_ENUM_LIMIT = 500
+CUT_ENUM_LIMIT = 2000   # C(23, 3) = 1771: every 4-stage cut of a 24-layer model
 GRID_SAMPLE = 96
 
 
@@ -81,6 +81,14 @@ def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda
                 c[j] += step
                 if c[j - 1] < c[j] < c[j + 1]:
                     moves.append(c)
+            # block shifts: cuts j..k move together, which single moves cannot do
+            # when each one alone makes some stage the new bottleneck
+            for k in range(j + 1, P):
+                for step in (-1, 1):
+                    c = g.cuts.copy()
+                    c[j:k + 1] += step
+                    if c[j - 1] < c[j] and c[k] < c[k + 1]:
+                        moves.append(c)
         cand = np.array(moves)
         n = len(cand)
         i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (n, D, P)), cand,

@@ -1,0 +1,26 @@
+"""Dask connection shared by the benchmark harness and the memetic islands."""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SolverError
+
+
+def dask_client(address: str | None, workers: int, timeout_s: float = 10.0) -> tuple[Any, Any]:
+    """(client, cluster): a local cluster of ``workers`` processes for ``None``/``"local"``,
+    else a client of the scheduler at ``address`` (cluster ``None``). Failure is one line."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise SolverError("--dask: dask is not installed (pip install 'geotrain-opt[dask]')") from None
+    cluster = None
+    try:
+        if address in (None, "local"):
+            cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            return Client(cluster), cluster
+        return Client(address, timeout=timeout_s), None
+    except Exception as e:     # dask raises OSError, TimeoutError, ValueError… for bad addresses
+        if cluster is not None:
+            cluster.close()
+        raise SolverError(f"--dask: cannot connect to {address!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
