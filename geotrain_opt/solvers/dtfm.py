@@ -330,7 +330,13 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, deadline
     n = D * P
     base = np.repeat(np.arange(P), D)
     pop = [base[rng.permutation(n)] for _ in range(population)]
-    fit = [cost.evaluate(_groups(x, devices, P))[0] for x in pop]
+    fit = []
+    for x in pop:        # the initial population alone can outlast a short time limit
+        if fit and deadline.expired:
+            break
+        fit.append(cost.evaluate(_groups(x, devices, P))[0])
+    pop = pop[: len(fit)]
+    population = len(pop)
     best_i = int(np.argmin(fit))
     best, best_cost = pop[best_i].copy(), fit[best_i]
     made = 0
