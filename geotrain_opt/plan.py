@@ -74,13 +74,17 @@ class Plan:
     @staticmethod
     def load(path: str | Path) -> "Plan":
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_bytes().decode("utf-8")
         except OSError as e:
             raise PlanError("<file>", f"cannot read {path}: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            raise PlanError("<file>", f"not UTF-8 text (byte {e.start})") from None
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
             raise PlanError("<file>", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        except RecursionError:
+            raise PlanError("<file>", "nested too deeply") from None
         if isinstance(d, dict) and "plan" in d and "grid" not in d:
             d = d["plan"]   # a solver result file holds its plan under "plan"
         return Plan.from_dict(d)
