@@ -4,6 +4,10 @@
 
     python benchmarks/real_execution.py INSTANCE PLAN [--steps 6] [--schedule gpipe|1f1b]
 
+PLAN is a plan or result file, or what ``geotrain-opt export-plan INSTANCE RESULT
+--to torch-pipelining`` writes: its rank map (rank r = replica r // P, stage r % P),
+layer ranges and schedule class are what this script runs.
+
 What runs: one process per grid slot, each in its own network namespace, on gloo.
 A tiny stand-in model is split at the plan's cuts; every layer does a small real
 computation and then sleeps up to its target time (the layer's FLOP / the device's
@@ -209,12 +213,15 @@ def main() -> None:
     if args.worker:
         return worker_main(args)
 
-    from geotrain_opt import Plan, evaluate, load_instance
+    from geotrain_opt import evaluate, load_instance
+    from geotrain_opt.export_plan import load_plan_or_export
     from geotrain_opt.simulate import ev_stage_params, simulate
     inst = load_instance(args.instance)
+    plan, export = load_plan_or_export(args.plan)
+    if export is not None and not args.schedule:
+        args.schedule = "gpipe" if export.get("schedule_class") == "ScheduleGPipe" else "1f1b"
     if args.schedule:
         inst = inst.with_options(schedule=args.schedule)
-    plan = Plan.load(args.plan)
     a = inst.arrays
     grid = plan.grid_indices(inst.index)
     D, P = plan.replicas, plan.stages

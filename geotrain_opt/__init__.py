@@ -1,10 +1,25 @@
-"""geotrain_opt: plan foundation-model training on heterogeneous, geo-distributed GPUs."""
+"""geotrain_opt: plan foundation-model training on heterogeneous, geo-distributed GPUs.
+
+The public interface (see :mod:`geotrain_opt.api`)::
+
+    import geotrain_opt as gt
+    inst = gt.load_instance("instances/demo-8gpu.yaml")
+    res = gt.solve(inst, "cpsat", time_limit=30)          # status "optimal": proven
+    ev = gt.evaluate(inst, res.plan)                        # the cost model, from scratch
+"""
+from .api import pareto, results_frame, solve, verify
 from .errors import GeoTrainError, InstanceError, PlanError, SolverError
 from .evaluator import BatchEvaluator, Evaluation, evaluate
 from .instance import Instance, instance_from_dict, load_instance
 from .plan import Plan
 from .result import SolverResult
 
-__version__ = "0.1.0"
+try:
+    from importlib.metadata import PackageNotFoundError, version as _version
+    __version__ = _version("geotrain-opt")
+except PackageNotFoundError:      # running from a source tree that was never installed
+    __version__ = "0.1.0"
+
 __all__ = ["BatchEvaluator", "Evaluation", "GeoTrainError", "Instance", "InstanceError", "Plan",
-           "PlanError", "SolverError", "SolverResult", "evaluate", "instance_from_dict", "load_instance"]
+           "PlanError", "SolverError", "SolverResult", "evaluate", "instance_from_dict", "load_instance",
+           "pareto", "results_frame", "solve", "verify"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from .cluster import dask_client
+from .cluster import dask_client, worker_guard
 from .errors import GeoTrainError
 
 
@@ -77,7 +78,12 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
         digest = hashlib.sha256(ipath.read_bytes()).hexdigest()[:16]
         for s in d["solvers"]:
             spec = {"name": s} if isinstance(s, str) else dict(s)
-            solvers.get(spec["name"])      # unknown solver: clear error now, not mid-sweep
+            if not isinstance(spec.get("extra", {}), dict):
+                raise GeoTrainError(f"suite {path}: solvers: {spec['name']}: extra must be a mapping")
+            try:                            # unknown solver or option: clear error now, not mid-sweep
+                solvers.check_options(spec["name"], spec.get("extra", {}))
+            except GeoTrainError as e:
+                raise GeoTrainError(f"suite {path}: solvers: {e}") from None
             for seed in spec.get("seeds", default_seeds):
                 jobs.append(Job(str(ipath), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
                                 d.get("objective"), json.dumps(spec.get("extra", {}), sort_keys=True),
@@ -104,6 +110,7 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
     from . import solvers
     from .instance import load_instance
     t = time.perf_counter()
+    from .provenance import provenance
     head = {"key": job.key, "instance": job.instance, "instance_hash": job.digest, "solver": job.solver,
             "label": job.label or job.solver, "seed": job.seed, "time_limit_s": job.time_limit,
             "extra": json.loads(job.extra)}
@@ -118,13 +125,14 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
         return {**head, "instance_name": Path(job.instance).stem, "n_gpus": None, "objective": job.objective,
                 "status": "error", "error": msg.splitlines()[0] if msg else type(e).__name__, "time_s": None,
                 "energy_j": None, "objective_value": None, "best_bound": None, "devices_used": None,
-                "wall_s": time.perf_counter() - t, "plan": None}
+                "wall_s": time.perf_counter() - t, "plan": None, "provenance": provenance()}
     ev = res.evaluation
     return {**head, "instance_name": inst.name, "n_gpus": inst.n, "objective": inst.objective.kind,
             "status": res.status, "time_s": ev.time_s if ev else None, "energy_j": ev.energy_j if ev else None,
             "objective_value": res.objective_value, "best_bound": res.best_bound,
             "devices_used": len(res.plan.devices) if res.plan else None,
-            "wall_s": time.perf_counter() - t, "plan": res.plan.to_dict() if res.plan else None}
+            "wall_s": time.perf_counter() - t, "plan": res.plan.to_dict() if res.plan else None,
+            "provenance": res.provenance}
 
 
 def _append(results: Path, row: dict[str, Any]) -> None:
@@ -149,12 +157,12 @@ def run_suite(suite: str | Path, results: str | Path, workers: int = 2, dask: st
     done = done_keys(out)
     todo = [j for j in jobs if j.key not in done]
     if progress:
-        print(f"{len(jobs)} runs in the suite, {len(jobs) - len(todo)} already in {out}, {len(todo)} to run", flush=True)
+        print(f"{len(jobs)} runs in the suite, {len(jobs) - len(todo)} already in {out}, {len(todo)} to run", flush=True, file=sys.stderr)
     for i, row in enumerate(_execute(todo, workers, dask, root)):
         _append(out, row)
         if progress:
             print(f"[{i + 1}/{len(todo)}] {row['instance_name']} {row['label']} seed {row['seed']}: "
-                  f"{row['status']}, T={row['time_s']}", flush=True)
+                  f"{row['status']}, T={row['time_s']}", flush=True, file=sys.stderr)
     return len(todo)
 
 
@@ -177,7 +185,18 @@ def _execute(jobs: list[Job], workers: int, dask: str | None, root: str) -> Iter
         for j in jobs:
             yield run_job(j, root)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # ProcessPoolExecutor, not multiprocessing.Pool: its workers are not daemons,
+    # so a memetic run with islands may start its own pool inside one.
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=worker_guard)
+    try:
         futs = [pool.submit(run_job, j, root) for j in jobs]
         for fut in as_completed(futs):
             yield fut.result()
+    except BaseException:
+        # Ctrl-C (workers ignore it) or a failed write: stop the runs in flight
+        # now rather than wait for their time limits; finished rows are on disk.
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

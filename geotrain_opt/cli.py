@@ -10,7 +10,7 @@ from typing import Sequence
 from . import solvers
 from .calibrate import apply_calibration, calibrate, load_calibration, read_runs
 from .describe import describe_evaluation, describe_instance, table
-from .errors import GeoTrainError, SolverError
+from .errors import GeoTrainError, InstanceError, SolverError
 from .evaluator import evaluate
 from .instance import OBJECTIVES, Instance, load_instance
 from .outputs import OutputError, check_writable
@@ -87,6 +87,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .instance import check_whole_model_fits
     inst = load_instance(args.instance)
     check_whole_model_fits(inst)
+    from .instance import parse_text, read_text_file
+    from .schema import schema_errors
+    errs = schema_errors(parse_text(read_text_file(Path(args.instance)), args.instance))
+    if errs:     # the reader accepted what the published schema does not: say which
+        raise InstanceError(errs[0].split(": ", 1)[0], "breaks geotrain_opt/schemas/instance.schema.json: "
+                            + errs[0].split(": ", 1)[-1], source=args.instance)
+    if args.json:
+        print(json.dumps({"ok": True, "instance": inst.name, "devices": inst.n, "regions": len(inst.regions),
+                          "layers": inst.model.layers, "micro_batches": inst.model.num_micro_batches}, indent=2))
+        return 0
     print(f"ok: {inst.name}: {inst.n} devices, {len(inst.regions)} regions, "
           f"{inst.model.layers} layers, {inst.model.num_micro_batches} micro-batches")
     return 0
@@ -113,8 +123,10 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
     if hint is not None:
         from .evaluator import check_plan
         check_plan(inst, hint, "--hint")
-    extra = {"milp_solver": args.milp_solver}
-    for key in ("population", "generations", "islands"):
+    extra: dict = {}
+    if args.milp_solver != "auto":
+        extra["milp_solver"] = args.milp_solver
+    for key in ("population", "generations", "islands", "migration_interval"):
         if getattr(args, key, None) is not None:
             extra[key] = getattr(args, key)
     if getattr(args, "parallel", False):
@@ -129,8 +141,10 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
         for n in names:
             solvers.get(n)          # unknown names fail here, before any work
         extra["seed_solvers"] = names
+    if getattr(args, "solver", None):
+        solvers.check_options(args.solver, extra)    # e.g. --population given to cpsat
     return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                                hint=hint, progress=not args.quiet, extra=extra)
+                                hint=hint, progress=not args.quiet, verbose=args.verbose, extra=extra)
 
 
 def _print_result(inst: Instance, res) -> None:
@@ -187,15 +201,39 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_pareto(args: argparse.Namespace) -> int:
-    from .pareto import pareto_front
+    from .fronts import pareto_front
     check_writable(args.out, "--out")
     inst = _instance(args)
+    ref_front = None
+    if args.reference:     # another run's front (e.g. the exact one): IGD+ and ε against it
+        from .fronts import front_points
+        from .result import SolverResult
+        try:
+            ref_front = front_points(SolverResult.load(args.reference, inst))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise GeoTrainError(f"--reference: cannot read a pareto result from {args.reference}: {e}") from None
+        if not ref_front:
+            raise GeoTrainError(f"--reference: {args.reference} holds no front")
     res = pareto_front(inst, args.solver, _options(args, inst), points=args.points)
+    if ref_front and res.pareto:
+        from .fronts import front_points
+        from .indicators import summary
+        res.stats.update(summary(front_points(res), ref_front))
     _save_or_print(res, args.out)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0 if res.pareto else 1
     rows = [[str(i), f"{r.evaluation.time_s:.6g}", f"{r.evaluation.energy_j:.6g}", r.status,
              f"{r.plan.replicas}x{r.plan.stages}", str(len(r.plan.devices))] for i, r in enumerate(res.pareto)]
     print(f"{args.solver}: {len(rows)} non-dominated plans ({res.status}), {res.wall_s:.2f} s")
     print(table(rows, ["#", "T (s)", "E (J)", "status", "DxP", "devices"]))
+    st = res.stats
+    if "hypervolume" in st:
+        line = f"hypervolume {st['hypervolume']:.6g} (reference point T {st['hypervolume_ref_t']:.6g} s, E {st['hypervolume_ref_e']:.6g} J)"
+        if "igd_plus" in st:
+            line += (f"; against --reference: its hypervolume {st['reference_hypervolume']:.6g}, "
+                     f"IGD+ {st['igd_plus']:.6g}, ε {st['epsilon']:.6g}")
+        print(line)
     return 0 if rows else 1
 
 
@@ -215,12 +253,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .verify import summary, verify_paths, write_reports
+    from .verifier import summary, verify_paths, write_reports
     if bool(args.instance) == bool(args.suite):
         print("error: verify: give one INSTANCE or --suite DIR", file=sys.stderr)
         return 2
     check_writable(args.report, "--report")
-    check_writable(args.json, "--json")
+    check_writable(args.json_out, "--json-out")
     if args.suite:
         if not Path(args.suite).is_dir():
             print(f"error: verify: --suite {args.suite}: no such folder", file=sys.stderr)
@@ -235,9 +273,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for n in names:
         solvers.get(n)          # unknown names fail here, before any work
     vers = verify_paths(paths, names, args.time_limit, args.seed, progress=not args.quiet)
-    write_reports(vers, args.report, args.json)
-    print(summary(vers))
+    write_reports(vers, args.report, args.json_out)
     bad = [f"{v.instance}: {m}" for v in vers for m in v.inconsistencies]
+    if args.json:
+        print(json.dumps([v.to_dict() for v in vers], indent=2))
+        return 1 if bad else 0
+    print(summary(vers))
     for line in bad:
         print(f"INCONSISTENT {line}")
     print(f"{len(vers)} instances verified, {len(bad)} inconsistencies")
@@ -264,7 +305,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text(args.md, md, "--md")
     if args.csv:
         write_text(args.csv, to_csv(recs), "--csv")
-    print(md)
+    print(json.dumps(recs, indent=2, default=str) if args.json else md)
     return 0
 
 
@@ -301,11 +342,52 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0 if ev.feasible else 1
 
 
+def _shape(text: str) -> tuple[int, int]:
+    try:
+        d, p = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected DxP (e.g. 2x4), got {text!r}") from None
+    if d < 1 or p < 1:
+        raise argparse.ArgumentTypeError(f"D and P must be >= 1, got {text!r}")
+    return d, p
+
+
+def cmd_export_plan(args: argparse.Namespace) -> int:
+    from .export_plan import export
+    from .outputs import write_text
+    check_writable(args.out, "--out")
+    inst = load_instance(args.instance)
+    text = export(inst, Plan.load(args.result), args.to)
+    if args.out:
+        write_text(args.out, text)
+        print(f"wrote {args.out} ({args.to})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_export_model(args: argparse.Namespace) -> int:
+    from .export_model import export_model
+    check_writable(args.out, "--out")
+    inst = _instance(args)
+    info = export_model(inst, args.shape[0], args.shape[1], args.format, args.out)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"wrote {args.out}: {info['format']} model of shape {args.shape[0]}x{args.shape[1]}, "
+              f"{info['variables']} variables, {info['constraints']} constraints "
+              f"(time unit {info['t_unit_s']:.6g} s, energy unit {info['e_unit_j']:.6g} J)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
     ap = _Parser(prog="geotrain-opt", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"geotrain-opt {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="check an instance file")
     p.add_argument("instance")
+    p.add_argument("--json", action="store_true", help="print the check as JSON")
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("describe", help="summarise an instance: devices, links, whether the model fits")
     p.add_argument("instance")
@@ -335,20 +417,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=SECONDS, default=60.0, help="seconds per solver run (default 60)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--report", help="write a Markdown report here")
-    p.add_argument("--json", help="write a JSON report here")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json-out", metavar="PATH", help="write the JSON report here")
+    p.add_argument("--json", action="store_true", help="print the JSON report on standard output")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("bench", help="run a benchmark suite (resumable JSONL results)")
     p.add_argument("suite")
     p.add_argument("--results", help="JSONL file to append to (default: SUITE.results.jsonl)")
     p.add_argument("--workers", type=WORKERS, default=2, help="parallel runs (default 2)")
     p.add_argument("--dask", help="run on a Dask cluster: a scheduler address, or 'local'")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("report", help="tables from benchmark results")
     p.add_argument("results")
     p.add_argument("--md", help="write the Markdown table here")
     p.add_argument("--csv", help="write the CSV table here")
+    p.add_argument("--json", action="store_true", help="print the summary rows as JSON")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("plot", help="figures: pareto, scaling, gantt, map (PNG and SVG)")
     p.add_argument("instance")
@@ -359,6 +443,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solvers", default="cpsat,memetic", help="solvers whose fronts to draw (pareto)")
     p.add_argument("--time-limit", type=SECONDS, default=30.0)
     p.set_defaults(fn=cmd_plot)
+    from .export_plan import FORMATS as PLAN_FORMATS
+    p = sub.add_parser("export-plan", help="a plan for a training framework: torch-pipelining, megatron, deepspeed, hostfile")
+    p.add_argument("instance")
+    p.add_argument("result", help="plan or result JSON")
+    p.add_argument("--to", required=True, choices=PLAN_FORMATS)
+    p.add_argument("--out", help="file to write (default: standard output)")
+    p.set_defaults(fn=cmd_export_plan)
+    p = sub.add_parser("export-model", help="write one shape's exact model as MPS, LP or a CP-SAT proto")
+    p.add_argument("instance")
+    p.add_argument("--shape", type=_shape, required=True, metavar="DxP", help="replicas x stages, e.g. 2x4")
+    p.add_argument("--format", required=True, choices=("mps", "lp", "cpsat"),
+                   help="mps/lp: the MILP (PuLP); cpsat: the CP-SAT model (.pb binary, .pbtxt text)")
+    p.add_argument("--out", required=True, help="file to write")
+    p.add_argument("--objective", choices=OBJECTIVES, help="override the instance's objective")
+    p.add_argument("--json", action="store_true", help="print the model's size as JSON")
+    p.set_defaults(fn=cmd_export_model)
     p = sub.add_parser("generate", help="write a generated instance (same family, GPUs, seed: same bytes)")
     p.add_argument("--family", required=True, help="tiny, small or geo")
     p.add_argument("--gpus", type=_number(1, 16384, integer=True), required=True)
@@ -380,14 +480,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--hint", help="plan or result JSON to warm-start from")
         p.add_argument("--calibration", help="calibration JSON from `calibrate` to apply first")
         p.add_argument("--out", help="write the result JSON here")
-        p.add_argument("--quiet", action="store_true", help="no progress output")
-        p.add_argument("--milp-solver", choices=("auto", "highs", "cbc"), default="auto",
-                       help="MILP engine behind PuLP (auto: HiGHS where installed, else CBC)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+        p.add_argument("-v", "--verbose", action="store_true", help="the solver engines' own logs (CP-SAT, HiGHS, CBC)")
+        p.add_argument("--milp-solver", default="auto", metavar="NAME",
+                       help="MILP engine behind PuLP: auto (HiGHS where installed, else CBC), highs, cbc, "
+                            "or any engine PuLP finds installed (GUROBI, SCIP_CMD, CPLEX_CMD, …)")
         p.add_argument("--population", type=_number(2, 100_000, integer=True), help="memetic: population size (default 40)")
         p.add_argument("--generations", type=_number(1, 10**9, integer=True),
                        help="memetic: generation limit (default: until the time limit)")
         p.add_argument("--islands", type=_number(1, 1024, integer=True), help="memetic: populations evolving side by side with ring "
                                                    "migration every 10 generations (default 1)")
+        p.add_argument("--migration-interval", type=_number(1, 10**9, integer=True),
+                       help="memetic: generations between migrations of the islands (default 10)")
         p.add_argument("--island-backend", choices=("inline", "processes", "dask"),
                        help="memetic: where islands evolve between migrations: this process (default), "
                             "a pool of --workers processes, or Dask (see --dask); the result is the same")
@@ -397,13 +501,15 @@ def build_parser() -> argparse.ArgumentParser:
                                               "each run on a tenth of the time limit")
         p.add_argument("--parallel", action="store_true",
                        help="memetic: evaluate populations in a multiprocessing pool of --workers processes")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == "solve":
-            p.add_argument("--json", action="store_true", help="print the result as JSON")
             p.add_argument("--certify", action="store_true",
                            help="cpsat/milp: re-prove an optimal or infeasible claim with the other engine "
                                 "(exit 3 if it does not agree)")
         else:
             p.add_argument("--points", type=_number(2, 10_000, integer=True), default=12, help="ε-sweep points (default 12)")
+            p.add_argument("--reference", metavar="RESULT",
+                           help="a pareto result JSON (e.g. the exact front): report IGD+ and ε against it")
         p.set_defaults(fn=fn)
     return ap
 

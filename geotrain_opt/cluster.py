@@ -24,3 +24,29 @@ def dask_client(address: str | None, workers: int, timeout_s: float = 10.0) -> t
         if cluster is not None:
             cluster.close()
         raise SolverError(f"--dask: cannot connect to {address!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def worker_guard() -> None:
+    """Initializer of every local worker process: the parent alone handles Ctrl-C
+    (it keeps the best plan and shuts the pool down), and a worker whose parent
+    died (SIGKILL, OOM killer) exits instead of lingering as an orphan."""
+    import os
+    import signal
+    import threading
+    import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    try:                                   # Linux: the kernel signals us when the parent dies
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:                   # everywhere else (and a race before prctl): poll
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-guard", daemon=True).start()

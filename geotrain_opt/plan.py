@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import PlanError
+from .provenance import PLAN_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Plan:
         return [g for row in self.grid for g in row]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stages": self.stages, "replicas": self.replicas,
+        return {"schema": PLAN_SCHEMA, "stages": self.stages, "replicas": self.replicas,
                 "grid": [list(r) for r in self.grid], "cuts": list(self.cuts),
                 "micro_batches": list(self.micro_batches)}
 
@@ -48,6 +49,8 @@ class Plan:
     def from_dict(d: Any) -> "Plan":
         if not isinstance(d, dict):
             raise PlanError("<root>", "expected a JSON object with grid, cuts, micro_batches")
+        if "schema" in d and d["schema"] != PLAN_SCHEMA:
+            raise PlanError("schema", f"{d['schema']!r} is not a plan format this version reads ({PLAN_SCHEMA})")
         for key in ("grid", "cuts", "micro_batches"):
             if key not in d:
                 raise PlanError(key, "missing required field")

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import matplotlib
 
-matplotlib.use("Agg")   # files only, no screen
+import sys  # noqa: E402
+
+if "ipykernel" not in sys.modules:   # files only, no screen; in a notebook keep its inline backend
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import stagecost as sc
 from .errors import GeoTrainError  # noqa: E402
 from .evaluator import evaluate  # noqa: E402
 from .generate import CITIES  # noqa: E402
@@ -40,12 +42,19 @@ def _save(fig, out: str | Path) -> list[str]:
     return paths
 
 
-def pareto(inst: Instance, fronts: dict[str, list[tuple[float, float]]], out: str | Path) -> list[str]:
+def pareto(inst: Instance, fronts: dict[str, list[tuple[float, float]]], out: str | Path,
+           proven: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Each front as a step line with its own marker; fronts in ``proven`` (every
+    point optimal for its ε) filled, the others hollow and larger, so points that
+    coincide stay visible."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for (name, pts), mark in zip(sorted(fronts.items()), "os^dv<>"):
+    for k, ((name, pts), mark) in enumerate(zip(sorted(fronts.items()), "os^dv<>")):
         pts = sorted(pts)
-        ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", alpha=0.5)
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=mark, label=f"{name} ({len(pts)})")
+        line = ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", alpha=0.5)[0]
+        is_proven = name in proven
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=mark, s=30 if is_proven else 70 + 30 * k,
+                   facecolors=line.get_color() if is_proven else "none", edgecolors=line.get_color(),
+                   label=f"{name} ({len(pts)}{', proven' if is_proven else ''})", zorder=3 + (not is_proven))
     ax.set_xlabel("iteration time T (s)")
     ax.set_ylabel("energy per iteration E (J)")
     ax.set_title(f"time-energy Pareto fronts: {inst.name}")
@@ -54,16 +63,18 @@ def pareto(inst: Instance, fronts: dict[str, list[tuple[float, float]]], out: st
 
 
 def scaling(rows: list[dict], out: str | Path) -> list[str]:
+    """Best T and run time against GPUs: one point per (solver, instance); a line only
+    joins the medians of one solver across sizes, never different instances' values."""
     by = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r.get("time_s") is not None:
-            by[r["solver"]][r["n_gpus"]].append((r["time_s"], r["wall_s"]))
+        if r.get("time_s") is not None and r.get("n_gpus"):
+            by[r["solver"]][(r["n_gpus"], r.get("instance_name"))].append((r["time_s"], r["wall_s"]))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for s, pts in sorted(by.items()):
-        ns = sorted(pts)
-        a1.plot(ns, [min(t for t, _ in pts[n]) for n in ns], marker="o", label=s)
-        a2.plot(ns, [max(w for _, w in pts[n]) for n in ns], marker="o", label=s)
-    for a, lab in ((a1, "best T (s)"), (a2, "run time (s)")):
+    for s, groups in sorted(by.items()):
+        pts = sorted((n, min(t for t, _ in v), max(w for _, w in v)) for (n, _name), v in groups.items())
+        sc1 = a1.scatter([p[0] for p in pts], [p[1] for p in pts], label=s, s=18)
+        a2.scatter([p[0] for p in pts], [p[2] for p in pts], label=s, s=18, color=sc1.get_facecolor()[0])
+    for a, lab in ((a1, "best T per instance (s)"), (a2, "run time per instance (s)")):
         a.set_xscale("log", base=2)
         a.set_xlabel("GPUs")
         a.set_ylabel(lab)
@@ -71,55 +82,32 @@ def scaling(rows: list[dict], out: str | Path) -> list[str]:
     return _save(fig, out)
 
 
-def schedule(inst: Instance, plan: Plan, k: int = 0) -> tuple[list, float]:
-    """A 1F1B/GPipe-like timeline of replica k (schematic: forward = 1/3, backward =
-    2/3 of a stage's time, each hop alpha + A/beta) for the Gantt chart."""
-    a = inst.arrays
+def gantt(inst: Instance, plan: Plan, out: str | Path, max_rows: int = 32) -> list[str]:
+    """The simulator's trace of one iteration (formulations/simulator.md): every
+    forward, backward and all-reduce of every slot, in the instance's schedule
+    (1F1B or GPipe) and its accumulation flushes; one row per slot, replica by replica."""
+    from .simulate import simulate
+    sim = simulate(inst, plan, record=True)
     ev = evaluate(inst, plan)
-    g = plan.grid_indices(inst.index)[k]
-    P, m = plan.stages, plan.micro_batches[k]
-    t = [float(sc.stage_work(a, plan.cuts[j], plan.cuts[j + 1], j == P - 1)) / a.speed[g[j]] for j in range(P)]
-    hop = [float(sc.hop(a, g[j], g[j + 1])) for j in range(P - 1)]
-    free = [0.0] * P
-    fend = [[0.0] * P for _ in range(m)]
-    bars = []
-    for i in range(m):                       # forwards
-        for j in range(P):
-            ready = fend[i][j - 1] + hop[j - 1] if j else 0.0
-            s = max(ready, free[j])
-            fend[i][j] = s + t[j] / 3
-            free[j] = fend[i][j]
-            bars.append((j, s, t[j] / 3, "forward"))
-            if j < P - 1:
-                bars.append((j, fend[i][j], hop[j], "send"))
-    bend = [[0.0] * P for _ in range(m)]
-    for i in range(m):                       # backwards, last stage first
-        for j in reversed(range(P)):
-            ready = bend[i][j + 1] + hop[j] if j < P - 1 else fend[i][j]
-            s = max(ready, free[j])
-            bend[i][j] = s + 2 * t[j] / 3
-            free[j] = bend[i][j]
-            bars.append((j, s, 2 * t[j] / 3, "backward"))
-    end = max(free)
-    for j, r in enumerate(ev.stage_allreduce_s):
-        if r > 0:
-            bars.append((j, end, r, "all-reduce"))
-    return bars, end + max(ev.stage_allreduce_s, default=0.0)
-
-
-def gantt(inst: Instance, plan: Plan, out: str | Path) -> list[str]:
-    bars, total = schedule(inst, plan)
-    colors = {"forward": "tab:blue", "backward": "tab:orange", "send": "tab:gray", "all-reduce": "tab:green"}
-    fig, ax = plt.subplots(figsize=(10, 0.6 * plan.stages + 1.5))
-    for j, s, d, kind in bars:
-        ax.broken_barh([(s, d)], (j - 0.35, 0.7), color=colors[kind])
-    ax.set_yticks(range(plan.stages), [f"stage {j}: {plan.grid[0][j]}" for j in range(plan.stages)])
+    slots = [(k, j) for k in range(plan.replicas) for j in range(plan.stages)]
+    shown = slots[:max_rows]
+    row = {plan.grid[k][j]: r for r, (k, j) in enumerate(shown)}
+    colors = {"F": "tab:blue", "B": "tab:orange", "AR": "tab:green"}
+    names = {"F": "forward", "B": "backward", "AR": "all-reduce"}
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(shown) + 1.5))
+    for dev, kind, _i, start, end in sim.ops:
+        if dev in row:
+            ax.broken_barh([(start, end - start)], (row[dev] - 0.38, 0.76), color=colors[kind],
+                           edgecolor="white", linewidth=0.3)
+    ax.set_yticks(range(len(shown)), [f"r{k} s{j}: {plan.grid[k][j]}" for k, j in shown], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("time (s); white = bubble")
-    ax.set_title(f"replica 0 of {inst.name} (schematic schedule; analytic T = {evaluate(inst, plan).time_s:.4g} s)")
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()], labels=list(colors),
+    ax.set_xlabel("time (s); white = waiting")
+    more = f"; first {len(shown)} of {len(slots)} slots" if len(shown) < len(slots) else ""
+    ax.set_title(f"{inst.name}: simulated {inst.options.schedule} iteration, T = {sim.time_s:.4g} s "
+                 f"(analytic {ev.time_s:.4g} s){more}", fontsize=9)
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()], labels=list(names.values()),
               loc="upper right", fontsize=7)
-    ax.set_xlim(0, total * 1.02)
+    ax.set_xlim(0, sim.time_s * 1.02)
     return _save(fig, out)
 
 
@@ -155,13 +143,15 @@ def region_map(inst: Instance, plan: Plan | None, out: str | Path) -> list[str]:
 def plot_instance(inst: Instance, kind: str, out: str, results: str | None = None, plan: str | None = None,
                   solvers: list[str] | None = None, time_limit: float = 30.0) -> list[str]:
     if kind == "pareto":
-        from .pareto import pareto_front
+        from .fronts import pareto_front
         from .solvers import SolveOptions
-        fronts = {}
+        fronts, proven = {}, set()
         for s in solvers or ["cpsat", "memetic"]:
             res = pareto_front(inst, s, SolveOptions(time_limit_s=time_limit), points=50)
             fronts[s] = [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto]
-        return pareto(inst, fronts, out)
+            if all(r.status == "optimal" for r in res.pareto) and res.pareto:
+                proven.add(s)
+        return pareto(inst, fronts, out, proven)
     if kind == "scaling":
         from .report import load_rows
         if not results:

@@ -9,8 +9,9 @@ from typing import Any
 from .evaluator import Evaluation, evaluate
 from .instance import Instance
 from .plan import Plan
+from .provenance import RESULT_SCHEMA, provenance
 
-STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "unknown", "heuristic")
+STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "unknown", "heuristic", "partial", "refused", "error")
 
 
 @dataclass
@@ -27,6 +28,7 @@ class SolverResult:
     settings: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     pareto: list["SolverResult"] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=provenance)
 
     @property
     def gap(self) -> float | None:
@@ -38,11 +40,12 @@ class SolverResult:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "solver": self.solver, "status": self.status, "objective": self.objective,
+            "schema": RESULT_SCHEMA, "solver": self.solver, "status": self.status, "objective": self.objective,
             "objective_value": self.objective_value, "best_bound": self.best_bound, "gap": self.gap,
             "seed": self.seed, "wall_s": self.wall_s, "settings": self.settings, "stats": self.stats,
             "plan": self.plan.to_dict() if self.plan else None,
             "evaluation": self.evaluation.to_dict() if self.evaluation else None,
+            "provenance": self.provenance,
         }
         if self.pareto:
             d["pareto"] = [p.to_dict() for p in self.pareto]
@@ -67,6 +70,7 @@ class SolverResult:
             best_bound=d.get("best_bound"), seed=d.get("seed"), wall_s=d.get("wall_s", 0.0),
             settings=d.get("settings", {}), stats=d.get("stats", {}),
             pareto=[SolverResult.from_dict(p, inst) for p in d.get("pareto", [])],
+            provenance=d.get("provenance", {}),
         )
 
     @staticmethod

@@ -216,6 +216,8 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
             for _step in range(2 * (D - 1)):
                 arrivals = [links.transfer(int(grid[k][j]), int(grid[(k + 1) % D][j]), t, nbytes) for k in range(D)]
                 t = max(arrivals)
+            if record:
+                ops_log += [(plan.grid[k][j], "AR", -1, t0, t) for k in range(D)]
             allreduce = max(allreduce, t - t0)
             ar_end = max(ar_end, t)
     T = ar_end

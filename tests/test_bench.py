@@ -116,8 +116,13 @@ def test_plots_write_png_and_svg(tmp_path):
         out = fn(*args, tmp_path / fn.__name__)
         assert [p[-3:] for p in out] == ["png", "svg"]
         assert all((tmp_path / p).stat().st_size > 1000 for p in out)
-    bars, total = plots.schedule(inst, plan)
-    assert total == pytest.approx(max(s + d for _, s, d, _k in bars), rel=1e-9)
+    # the Gantt chart draws the simulator's trace: every slot of every replica, all-reduce last
+    from geotrain_opt.simulate import simulate
+    sim = simulate(inst, plan, record=True)
+    assert {d for d, *_ in sim.ops} == set(plan.devices)
+    assert max(e for *_, e in sim.ops) == pytest.approx(sim.time_s, rel=1e-12)
+    if plan.replicas > 1:
+        assert sum(1 for op in sim.ops if op[1] == "AR") == len(plan.devices)
 
 
 def test_rows_are_keyed_by_content_not_path(tmp_path, monkeypatch):

@@ -9,9 +9,9 @@ import pytest
 
 from geotrain_opt import evaluate, instance_from_dict, load_instance
 from geotrain_opt.generate import generate
-from geotrain_opt.pareto import pareto_front
+from geotrain_opt.fronts import pareto_front
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.solvers.memetic import hypervolume_2d
+from geotrain_opt.indicators import epsilon, hypervolume, igd_plus
 
 from .conftest import INSTANCES
 from .test_exact_agreement import SEEDS, tiny_instance
@@ -24,7 +24,8 @@ def test_reaches_proven_optimum_on_95_percent():
         exact = get("cpsat")(inst, SolveOptions(time_limit_s=60))
         assert exact.status in ("optimal", "infeasible")
         t = time.perf_counter()
-        res = get("memetic")(inst, SolveOptions(time_limit_s=5, seed=seed))
+        # 15 generations (all 30 optimal at 10): deterministic, and the suite stays short
+        res = get("memetic")(inst, SolveOptions(time_limit_s=5, seed=seed, extra={"generations": 15}))
         assert time.perf_counter() - t < 6.0
         total += 1
         if exact.plan is None:
@@ -87,13 +88,20 @@ def test_pareto_mode_front_is_non_dominated_and_near_exact():
         assert not any(q[0] < p[0] * (1 - 1e-9) and q[1] < p[1] * (1 - 1e-9) for q in pts)
         assert any(q[0] <= p[0] * (1 + 1e-9) and q[1] <= p[1] * (1 + 1e-9) for q in ex)
     ref = (max(t for t, _ in ex + pts) * 1.1, max(e for _, e in ex + pts) * 1.1)
-    assert hypervolume_2d(pts, ref) >= 0.95 * hypervolume_2d(ex, ref)
+    assert hypervolume(pts, ref) >= 0.95 * hypervolume(ex, ref)
+    assert epsilon(pts, ex) <= 1.05 and igd_plus(pts, ex) >= 0
     assert heur.stats["hypervolume"] > 0
 
 
-def test_hypervolume_by_hand():
+def test_indicators_by_hand():
     # two points (1, 3), (2, 1) under reference (4, 4): 3*1 + 2*2 = 7
-    assert hypervolume_2d([(1, 3), (2, 1)], (4, 4)) == pytest.approx(7.0)
+    assert hypervolume([(1, 3), (2, 1)], (4, 4)) == pytest.approx(7.0)
+    assert hypervolume([(5, 1)], (4, 4)) == 0.0                       # outside the box
+    # front {(2, 2)} against reference {(1, 2), (2, 1)}: scale by 2 to dominate (1, 2)
+    assert epsilon([(2, 2)], [(1, 2), (2, 1)]) == pytest.approx(2.0)
+    # IGD+: distance from (1, 2) to the region (2, 2) dominates is 1, from (2, 1) also 1
+    assert igd_plus([(2, 2)], [(1, 2), (2, 1)]) == pytest.approx(1.0)
+    assert epsilon([(1, 2), (2, 1)], [(1, 2), (2, 1)]) == pytest.approx(1.0)
 
 
 def test_parallel_map_gives_the_serial_result():
@@ -191,3 +199,54 @@ def test_ctrl_c_keeps_the_best_plan_and_writes_out(tmp_path, flags):
     else:
         left = subprocess.run(["ps", "-o", "pid,args", "-g", str(proc.pid)], capture_output=True, text=True).stdout
         pytest.fail(f"processes left behind:\n{left}")
+
+
+@pytest.mark.parametrize("what", ["island-pool", "bench"])
+def test_pool_workers_exit_when_the_parent_is_killed(tmp_path, what):
+    """SIGKILL of the parent (OOM killer, kill -9) runs no clean-up; a worker busy
+    with a long job (an island epoch of 10,000 generations, a 60-s bench run) must
+    notice by itself and exit rather than finish its job as an orphan."""
+    import os
+    import signal
+    inst = INSTANCES / "real" / "vldb-t4-a10-crosscloud.yaml"
+    cli = [sys.executable, "-m", "geotrain_opt.cli"]
+    if what == "bench":
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(f"name: orphans\ntime_limit: 60\nseeds: [0, 1]\ninstances: [{inst}]\nsolvers: [memetic]\n")
+        cmd = cli + ["bench", str(suite), "--results", str(tmp_path / "r.jsonl"), "--workers", "2", "--quiet"]
+    else:
+        cmd = cli + ["solve", str(inst), "--solver", "memetic", "--time-limit", "120", "--quiet", "--workers", "2",
+                     "--islands", "2", "--island-backend", "processes", "--migration-interval", "10000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(300):       # until the pool is up: the group holds the parent and two workers
+        if len(_group(proc.pid)) >= 3:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the worker pool never started")
+    time.sleep(3)              # the workers are inside their jobs now
+    proc.kill()
+    proc.wait()
+    for _ in range(50):
+        left = _group(proc.pid)
+        if not left:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"orphaned workers: {left}")
+
+
+def _group(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, from /proc."""
+    from pathlib import Path
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(stat.parent.name))
+    return out

@@ -5,7 +5,7 @@ import pytest
 
 from geotrain_opt import evaluate
 from geotrain_opt.objective import dominates
-from geotrain_opt.pareto import pareto_front
+from geotrain_opt.fronts import pareto_front
 from geotrain_opt.solvers import SolveOptions
 
 from .test_exact_agreement import tiny_instance

@@ -7,17 +7,20 @@ import sys
 
 
 from geotrain_opt import load_instance, solvers
-from geotrain_opt.verify import render, verify_instance, verify_paths
+from geotrain_opt.verifier import render, summary, verify_instance, verify_paths
 
 from .conftest import INSTANCES
 
 ALL = ["memetic", "cpsat", "milp", "bruteforce"]
+# a fixed generation budget: deterministic, and well past what these sizes need
+# (30/30 tiny instances optimal at 10 generations); the time limit is tested elsewhere
+QUICK = {"memetic": {"generations": 15}}
 
 
 def test_tiny_family_is_consistent():
     paths = sorted((INSTANCES / "tiny").glob("*.yaml"))
     assert len(paths) >= 10
-    vers = verify_paths(paths, ALL, time_limit_s=20, seed=0, progress=False)
+    vers = verify_paths(paths, ALL, time_limit_s=20, seed=0, progress=False, extra=QUICK)
     assert [m for v in vers for m in v.inconsistencies] == []
     # brute force ran on every tiny instance, so every optimum is triple-checked
     assert all(any(r.solver == "bruteforce" and r.status in ("optimal", "infeasible") for r in v.runs) for v in vers)
@@ -27,7 +30,7 @@ def test_tiny_family_is_consistent():
 def test_bundled_small_instances_are_consistent():
     paths = sorted((INSTANCES / "small").glob("*.yaml"))
     assert len(paths) >= 3
-    vers = verify_paths(paths, ALL, time_limit_s=30, seed=0, progress=False)
+    vers = verify_paths(paths, ALL, time_limit_s=30, seed=0, progress=False, extra=QUICK)
     assert [m for v in vers for m in v.inconsistencies] == []
     for v in vers:
         assert v.optimum is not None, v.instance           # proven by cpsat and milp
@@ -35,7 +38,11 @@ def test_bundled_small_instances_are_consistent():
         assert v.gap(memetic) is not None and v.gap(memetic) <= 1e-3
         brute = next(r for r in v.runs if r.solver == "bruteforce")
         assert brute.status == "refused" and "over the limit" in brute.note   # said, not skipped silently
-    assert "0 inconsistencies" in render(vers)
+    text = render(vers)
+    assert "0 inconsistencies" in text and f"{len(vers)} refused" in text
+    assert "bruteforce refused: " in text and "over the limit" in text
+    brute_row = next(line for line in summary(vers).splitlines() if line.split()[:1] == ["bruteforce"])
+    assert "- (refused)" in brute_row and "0/0" not in brute_row
 
 
 def test_a_lying_solver_is_caught():
@@ -54,7 +61,7 @@ def test_a_lying_solver_is_caught():
 
 def test_cli_verify_exit_codes(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "verify", str(INSTANCES / "tiny-4gpu-2region.yaml"),
-                         "--solvers", "cpsat,bruteforce", "--report", str(tmp_path / "r.md"), "--json", str(tmp_path / "r.json")],
+                         "--solvers", "cpsat,bruteforce", "--report", str(tmp_path / "r.md"), "--json-out", str(tmp_path / "r.json")],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "1 instances verified, 0 inconsistencies" in ok.stdout

@@ -21,6 +21,23 @@ _REGISTRY = {
     "greedy": "geotrain_opt.solvers.baselines:greedy",
     "dtfm": "geotrain_opt.solvers.dtfm",
 }
+_MEMETIC = frozenset({"population", "generations", "stall", "patience", "cxpb", "mutpb", "ls_rate", "mutations",
+                      "crossover", "ls_moves", "islands", "island_backend", "dask", "parallel", "migration_interval",
+                      "migrants", "seeding", "seed_solvers", "max_evaluations", "pareto"})
+# name -> the keys its ``SolveOptions.extra`` understands: a typo is an error, not ignored
+OPTIONS: dict[str, frozenset[str] | None] = {
+    "bruteforce": frozenset({"pareto"}),
+    "cpsat": frozenset({"cpsat_search"}),
+    "milp": frozenset({"milp_solver"}),
+    "memetic": _MEMETIC,
+    "plain-ga": _MEMETIC,
+    "random-search": frozenset({"max_evaluations", "batch"}),
+    "simulated-annealing": frozenset({"max_evaluations", "batch"}),
+    "megatron-uniform": frozenset(),
+    "proportional": frozenset(),
+    "greedy": frozenset(),
+    "dtfm": frozenset({"population", "offspring", "shape", "dtfm_activation_gb", "dtfm_gradient_gb"}),
+}
 BASELINES = ("dtfm", "megatron-uniform", "proportional", "greedy", "random-search", "simulated-annealing", "plain-ga")
 EXACT = ("bruteforce", "cpsat", "milp")
 
@@ -36,8 +53,21 @@ def get(name: str) -> SolverFn:
     return getattr(import_module(module), fn or "solve")
 
 
-def register(name: str, module: str) -> None:
+def register(name: str, module: str, options: frozenset[str] | None = None) -> None:
+    """Add a solver; ``options``: the extra keys it takes (``None``: not checked)."""
     _REGISTRY[name] = module
+    OPTIONS[name] = options
 
 
-__all__ = ["BASELINES", "EXACT", "SolveOptions", "get", "names", "register"]
+def check_options(name: str, extra: dict) -> None:
+    """One-line error for an option the solver does not take (a typo would otherwise be ignored)."""
+    get(name)
+    known = OPTIONS.get(name)
+    if known is None:
+        return
+    bad = sorted(set(extra) - known)
+    if bad:
+        raise SolverError(f"{name}: unknown option {bad[0]!r} (its options: {', '.join(sorted(known)) or 'none'})")
+
+
+__all__ = ["BASELINES", "EXACT", "OPTIONS", "SolveOptions", "check_options", "get", "names", "register"]

@@ -23,7 +23,8 @@ class SolveOptions:
     seed: int = 0
     workers: int = 2
     hint: Plan | None = None            # warm start (a heuristic's plan)
-    progress: bool = False
+    progress: bool = False              # a progress line on standard error
+    verbose: bool = False               # the engines' own logs (CP-SAT, HiGHS, CBC) on standard error
     max_plans: int = 2_000_000          # brute force refuses larger instances
     extra: dict[str, Any] = field(default_factory=dict)
 

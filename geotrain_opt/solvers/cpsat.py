@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import replace
 from typing import Any
@@ -159,6 +160,10 @@ def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, opts.workers)
     solver.parameters.random_seed = opts.seed
+    if opts.verbose:            # the search log, on stderr: stdout stays the result's
+        solver.parameters.log_search_progress = True
+        solver.parameters.log_to_stdout = False
+        solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
     # CP-SAT 9.15 derives wrong bounds from its "greater than at least one of"
     # detection on these rows (S * t >= c * n if x_g, one x_g per slot): it proved
     # sub-optimal plans optimal and feasible models infeasible on generated 12-GPU

@@ -28,7 +28,11 @@ class PulpBackend:
         self._names = itertools.count()
 
     def _new(self, name: str, lo: float, hi: float, cat: str) -> Any:
-        v = self.m.add_variable(f"{name}__{next(self._names)}", lo, hi, cat)
+        name = f"{name}__{next(self._names)}"
+        if hasattr(self.m, "add_variable"):     # PuLP >= 3.3.1; the LpVariable constructor is deprecated there
+            v = self.m.add_variable(name, lo, hi, cat)
+        else:                                   # older PuLP (the floor in pyproject.toml)
+            v = pulp.LpVariable(name, lo, hi, cat)
         self.ub[v.name] = hi
         return v
 
@@ -95,17 +99,46 @@ def _highs_available() -> bool:
         return "HiGHS" in pulp.listSolvers(onlyAvailable=True)
 
 
+def available_backends() -> list[str]:
+    """Every MILP engine PuLP can drive here: highs, cbc and PuLP's own names (GUROBI, SCIP_CMD, …)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        names = pulp.listSolvers(onlyAvailable=True)
+    return ["auto", "highs", "cbc"] + [n for n in names if n not in ("HiGHS", "PULP_CBC_CMD")]
+
+
 def backend_name(opts: SolveOptions) -> str:
-    """``milp_solver`` option: cbc, highs, or auto (HiGHS where installed, else CBC)."""
-    name = opts.extra.get("milp_solver", "auto")
+    """``milp_solver`` option: auto (HiGHS where installed, else CBC), highs, cbc, or
+    the name of any other engine PuLP finds installed (``pulp.listSolvers``)."""
+    name = str(opts.extra.get("milp_solver", "auto"))
     if name == "auto":
-        name = "highs" if _highs_available() else "cbc"
+        return "highs" if _highs_available() else "cbc"
+    if name.lower() in ("highs", "cbc"):
+        return name.lower()
+    known = available_backends()
+    if name not in known:
+        raise SolverError(f"milp_solver: {name!r} is not available here (available: {', '.join(known)})")
     return name
 
 
 def _solver(opts: SolveOptions, seconds: float, warm: bool):
-    if backend_name(opts) == "highs":
-        return pulp.HiGHS(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+    name = backend_name(opts)
+    if name not in ("highs", "cbc"):
+        # another engine: its proof is read like HiGHS's (status Optimal at gap 0)
+        try:
+            return pulp.getSolver(name, msg=opts.verbose, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers)
+        except TypeError:          # engines without gap/thread arguments
+            return pulp.getSolver(name, msg=opts.verbose, timeLimit=max(1, seconds))
+    if name == "highs":
+        # HiGHS keeps one thread scheduler per process: once anything in the process
+        # (a user's own highspy model, a run with other threads) started it with
+        # another size, a solve with threads=N fails and PuLP reports it as a status
+        # ("Infeasible", "Not Solved"), not an error. Reset it, blocking, each time.
+        import highspy
+        reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
+        if reset is not None:
+            reset(True)
+        return pulp.HiGHS(msg=opts.verbose, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
                           random_seed=opts.seed)
     # CBC 2.10's pre-processing declares some of these big-M models infeasible
     # (seen on generated tiny instances); without it CBC is slower but correct.
@@ -114,7 +147,7 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
         warnings.simplefilter("ignore", DeprecationWarning)
         if not pulp.PULP_CBC_CMD().available():
             raise SolverError("milp: the CBC binary bundled with PuLP is missing; install highspy or use cpsat")
-        return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+        return pulp.PULP_CBC_CMD(msg=opts.verbose, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
                                  warmStart=warm, options=["preprocess off", f"randomSeed {opts.seed + 1}",
                                                           f"randomCbcSeed {opts.seed + 1}"])
 

@@ -2,6 +2,8 @@
 constructive seeding, with the generic mutations only (the ablation's 'plain-ga')."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..instance import Instance
 from ..result import SolverResult
 from . import memetic
@@ -11,7 +13,6 @@ PLAIN = {"ls_rate": 0.0, "seeding": False, "mutations": ["swap", "replace", "cut
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    opts.extra = {**PLAIN, **opts.extra}
-    res = memetic.solve(inst, opts)
+    res = memetic.solve(inst, replace(opts, extra={**PLAIN, **opts.extra}))   # the caller's options stay as given
     res.solver = "plain-ga"
     return res

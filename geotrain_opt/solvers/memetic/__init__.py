@@ -34,7 +34,8 @@ from deap import base, creator, tools
 from ... import objective as objmod
 from ...construct import feasible_shapes
 from ...instance import Instance
-from ...cluster import dask_client
+from ...cluster import dask_client, worker_guard
+from ...indicators import hypervolume, reference_point
 from ...errors import SolverError
 from ...objective import pareto_filter
 from ...plan import Plan
@@ -92,17 +93,6 @@ def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra:
     return tb
 
 
-def hypervolume_2d(points: list[tuple[float, float]], ref: tuple[float, float]) -> float:
-    """Area dominated by ``points`` (minimisation) inside the box up to ``ref``."""
-    pts = sorted(p for p in points if p[0] < ref[0] and p[1] < ref[1])
-    area, prev_e = 0.0, ref[1]
-    for t, e in pts:
-        if e < prev_e:
-            area += (ref[0] - t) * (prev_e - e)
-            prev_e = e
-    return area
-
-
 class _Parallel:
     """multiprocessing map for the fitness of large populations (opt-in: ``parallel``)."""
 
@@ -122,9 +112,8 @@ _WORKER_FIT: Fitness | None = None
 
 
 def _init_worker(inst: Instance) -> None:
-    import signal
     global _WORKER_FIT
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and keeps the plan
+    worker_guard()
     _WORKER_FIT = Fitness(inst)
 
 
@@ -293,13 +282,19 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     bar = None
     if opts.progress:
         from tqdm import tqdm
-        bar = tqdm(total=max_gen, desc="memetic: seeding", unit="gen", leave=False, dynamic_ncols=True)
+        # disable=None: no \r frames when stderr is redirected to a log
+        bar = tqdm(total=max_gen, desc="memetic: seeding", unit="gen", leave=False, dynamic_ncols=True, disable=None)
+
+    def say(what: str) -> None:
+        if bar is not None:
+            bar.set_description(what)
     try:
         evo.evaluate(hinted)
         if extra.get("seeding", True):
-            for D, P in shapes:
+            for k, (D, P) in enumerate(shapes):
                 if stop():
                     break
+                say(f"memetic: seeding shape {k + 1}/{len(shapes)}")
                 for build in CONSTRUCTORS.values():
                     grid, cuts, mb = build(inst, D, P)
                     seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
@@ -311,14 +306,15 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 seeds.append(Genome.from_plan(inst, r.plan))
         # seeds compete on their best cuts: a structured layout with poor cuts would
         # otherwise fall out of the population before local search ever sees it
+        say(f"memetic: evaluating {len(seeds)} seeds")
         evo.evaluate(seeds)
-        for g in seeds:
+        for k, g in enumerate(seeds):
             if stop():
                 break
+            say(f"memetic: cuts of seed {k + 1}/{len(seeds)}")
             optimize_cuts(fit, g, rng, stop=stop)
             _set_fitness(g, pareto)
-        if bar is not None:
-            bar.set_description("memetic: generation 0")
+        say("memetic: generation 0")
         for i in range(n_islands):
             # island 0 is the single-population solver; the others draw their own streams
             irng = rng if i == 0 else np.random.default_rng([opts.seed, i])
@@ -328,8 +324,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             islands.append(evo.start(irng, irnd, itb, hinted + mine))
     except KeyboardInterrupt:
         interrupted = True
-    if bar is not None:
-        bar.set_description("memetic")
+    say("memetic")
     # what generation 0 had evaluated when it ended (an interrupt may come before any island)
     fallback = [g for g in hinted + seeds if g.key is not None]
     if not islands and not fallback:
@@ -391,8 +386,9 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                             archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
             history.append((gen, round(deadline.elapsed, 3), best.te[0], best.te[1], fit.evaluations))
             if bar is not None:
+                # postfix first: the refresh that update() makes shows this generation's incumbent
+                bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible, refresh=False)
                 bar.update(steps)
-                bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -423,8 +419,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         res.pareto = [finish("memetic", inst, opts, items[i].to_plan(inst), "heuristic", deadline) for i in keep]
         if res.pareto:
             pts = [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto]
-            ref = (max(p[0] for p in pts) * 1.1, max(p[1] for p in pts) * 1.1)
-            res.stats["hypervolume"] = hypervolume_2d(pts, ref)
+            ref = reference_point(pts)
+            res.stats["hypervolume"] = hypervolume(pts, ref)
             res.stats["hypervolume_ref"] = ref
     return res
 
@@ -458,9 +454,8 @@ _ISLAND_CTX: tuple | None = None
 
 
 def _init_island_worker(ctx: tuple) -> None:
-    import signal
     global _ISLAND_CTX
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and keeps the plan
+    worker_guard()
     _ISLAND_CTX = ctx
 
 

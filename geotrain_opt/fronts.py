@@ -8,6 +8,7 @@ every non-dominated (T, E) value of the instance.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from . import solvers
 from .errors import SolverError
@@ -21,14 +22,30 @@ STEP = 1e-5
 
 
 def pareto_front(inst: Instance, solver: str, opts: SolveOptions, points: int = 50) -> SolverResult:
+    """The front of ``solver``; ``stats`` gets its hypervolume (moocore) under the
+    reference point 1.1 x its nadir."""
+    res = _front(inst, solver, opts, points)
+    pts = front_points(res)
+    if pts:
+        from .indicators import summary
+        res.stats.update(summary(pts))
+    return res
+
+
+def front_points(res: SolverResult) -> list[tuple[float, float]]:
+    return [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto if r.evaluation is not None]
+
+
+def _front(inst: Instance, solver: str, opts: SolveOptions, points: int) -> SolverResult:
     start = time.perf_counter()
+    solvers.check_options(solver, opts.extra)
+    if solver in ("bruteforce", "memetic"):
+        opts = replace(opts, extra=dict(opts.extra, pareto=True))   # a copy: the caller's options stay as given
     if solver == "bruteforce":
-        opts.extra["pareto"] = True
         res = solvers.get("bruteforce")(inst.with_options(kind="time"), opts)
         res.pareto = res.pareto[:points] if points else res.pareto
         return res
     if solver == "memetic":
-        opts.extra["pareto"] = True
         res = solvers.get("memetic")(inst, opts)
         res.objective = "pareto"
         res.pareto = res.pareto[:points] if points else res.pareto

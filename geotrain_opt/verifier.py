@@ -13,6 +13,7 @@ Anything that fails is an *inconsistency*; the CLI exits non-zero on any.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,11 +64,15 @@ class Verification:
                 "runs": [dict(r.__dict__, gap=self.gap(r)) for r in self.runs]}
 
 
-def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0, seed: int = 0) -> Verification:
+def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0, seed: int = 0,
+                    extra: dict[str, dict[str, Any]] | None = None) -> Verification:
+    """Run every solver of ``names`` (``extra``: per-solver options by name) and cross-check them."""
     ver = Verification(inst.name, inst.objective.kind)
     results = {}
+    for name, ex in (extra or {}).items():
+        solvers.check_options(name, ex)
     for name in names:
-        opts = solvers.SolveOptions(time_limit_s=time_limit_s, seed=seed)
+        opts = solvers.SolveOptions(time_limit_s=time_limit_s, seed=seed, extra=dict((extra or {}).get(name, {})))
         t = time.perf_counter()
         try:
             res = solvers.get(name)(inst, opts)
@@ -138,9 +143,11 @@ def render(vers: list[Verification]) -> str:
     out.append("|" + "---|" * 7)
     out += ["| " + " | ".join(r) + " |" for r in rows]
     bad = [f"- {v.instance}: {msg}" for v in vers for msg in v.inconsistencies]
+    refused = [f"- {v.instance}: {r.solver} refused: {r.note}" for v in vers for r in v.runs if r.status == "refused"]
     out.append("")
-    out.append(f"{len(vers)} instances, {sum(len(v.runs) for v in vers)} runs, {len(bad)} inconsistencies")
-    out += bad
+    out.append(f"{len(vers)} instances, {sum(len(v.runs) for v in vers)} runs, {len(bad)} inconsistencies"
+               + (f", {len(refused)} refused" if refused else ""))
+    out += bad + refused
     return "\n".join(out) + "\n"
 
 
@@ -152,20 +159,22 @@ def summary(vers: list[Verification]) -> str:
         runs = [(v, r) for v in vers for r in v.runs if r.solver == n]
         gaps = [v.gap(r) for v, r in runs if v.gap(r) is not None]
         opt = sum(1 for g in gaps if g <= 1e-3)
-        rows.append([n, str(len(runs)), str(sum(1 for _, r in runs if r.status == "optimal")),
-                     f"{opt}/{len(gaps)}", "-" if not gaps else f"{max(gaps):.3%}",
-                     f"{sum(r.wall_s for _, r in runs):.1f}"])
-    return table(rows, ["solver", "runs", "proved optimal", "within 0.1% of optimum", "worst gap", "wall s"])
+        refused = sum(1 for _, r in runs if r.status == "refused")
+        # "0/0" would read as a failure; say why there is nothing to compare
+        within = f"{opt}/{len(gaps)}" if gaps else ("- (refused)" if refused == len(runs) else "- (no optimum known)")
+        rows.append([n, str(len(runs)), str(refused), str(sum(1 for _, r in runs if r.status == "optimal")),
+                     within, "-" if not gaps else f"{max(gaps):.3%}", f"{sum(r.wall_s for _, r in runs):.1f}"])
+    return table(rows, ["solver", "runs", "refused", "proved optimal", "within 0.1% of optimum", "worst gap", "wall s"])
 
 
 def verify_paths(paths: list[Path], names: list[str], time_limit_s: float, seed: int,
-                 progress: bool = True) -> list[Verification]:
+                 progress: bool = True, extra: dict[str, dict[str, Any]] | None = None) -> list[Verification]:
     out = []
     for i, p in enumerate(paths):
-        v = verify_instance(load_instance(p), names, time_limit_s, seed)
+        v = verify_instance(load_instance(p), names, time_limit_s, seed, extra)
         out.append(v)
         if progress:
-            print(f"[{i + 1}/{len(paths)}] {p.name}: {'ok' if v.ok else 'INCONSISTENT'}", flush=True)
+            print(f"[{i + 1}/{len(paths)}] {p.name}: {'ok' if v.ok else 'INCONSISTENT'}", flush=True, file=sys.stderr)
     return out
 
 
