@@ -103,7 +103,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    print(describe_instance(load_instance(args.instance)))
+    inst = load_instance(args.instance)
+    if args.json:
+        from .describe import describe_dict
+        print(json.dumps(describe_dict(inst), indent=2, default=float))
+    else:
+        print(describe_instance(inst))
     return 0
 
 
@@ -240,7 +245,8 @@ def cmd_pareto(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from .generate import generate, to_yaml
     check_writable(args.out, "--out")
-    text = to_yaml(generate(args.family, args.gpus, args.seed))
+    data = generate(args.family, args.gpus, args.seed)
+    text = json.dumps(data, indent=1) + "\n" if args.json else to_yaml(data)
     if args.out:
         from .outputs import write_text
         write_text(args.out, text)
@@ -289,8 +295,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import run_suite
     results = args.results or str(args.suite).rsplit(".", 1)[0] + ".results.jsonl"
     check_writable(results, "--results")
-    run_suite(args.suite, results, workers=args.workers, dask=args.dask, progress=not args.quiet)
-    print(f"results in {results}")
+    ran = run_suite(args.suite, results, workers=args.workers, dask=args.dask, progress=not args.quiet)
+    if args.json:
+        from .report import load_rows
+        print(json.dumps({"results": results, "ran": ran, "rows": load_rows(results)}, indent=2))
+    else:
+        print(f"results in {results}")
     return 0
 
 
@@ -316,8 +326,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     written = plots.plot_instance(inst, args.kind, args.out, results=args.results, plan=args.plan,
                                   solvers=args.solvers.split(","), time_limit=args.time_limit)
-    for w in written:
-        print(f"wrote {w}")
+    if args.json:
+        print(json.dumps({"written": written}))
+    else:
+        for w in written:
+            print(f"wrote {w}")
     return 0
 
 
@@ -391,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("describe", help="summarise an instance: devices, links, whether the model fits")
     p.add_argument("instance")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(fn=cmd_describe)
     p = sub.add_parser("calibrate", help="fit GPU efficiencies and exposed_comm to measured runs")
     p.add_argument("runs", help="CSV with columns instance,plan,measured_s (paths relative to the CSV)")
@@ -427,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=WORKERS, default=2, help="parallel runs (default 2)")
     p.add_argument("--dask", help="run on a Dask cluster: a scheduler address, or 'local'")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--json", action="store_true", help="print every row of the results file as JSON")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("report", help="tables from benchmark results")
     p.add_argument("results")
@@ -442,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", help="plan or result JSON (gantt, map)")
     p.add_argument("--solvers", default="cpsat,memetic", help="solvers whose fronts to draw (pareto)")
     p.add_argument("--time-limit", type=SECONDS, default=30.0)
+    p.add_argument("--json", action="store_true", help="print the files written as JSON")
     p.set_defaults(fn=cmd_plot)
     from .export_plan import FORMATS as PLAN_FORMATS
     p = sub.add_parser("export-plan", help="a plan for a training framework: torch-pipelining, megatron, deepspeed, hostfile")
@@ -464,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=_number(1, 16384, integer=True), required=True)
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", help="file to write (default: standard output)")
+    p.add_argument("--json", action="store_true", help="write the instance as JSON instead of YAML")
     p.set_defaults(fn=cmd_generate)
     for name, fn, default in (("solve", cmd_solve, "cpsat"), ("pareto", cmd_pareto, "cpsat")):
         p = sub.add_parser(name, help="find the best plan" if name == "solve" else "time-energy Pareto front")

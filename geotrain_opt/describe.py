@@ -93,3 +93,24 @@ def describe_evaluation(inst: Instance, ev: Evaluation) -> str:
         out.append(f"violation: {v}")
     return "\n".join(out)
 
+
+
+def describe_dict(inst: Instance) -> dict:
+    """What `describe` prints, as data (``describe --json``)."""
+    from dataclasses import asdict
+    m = inst.model
+    a = inst.arrays
+    groups = Counter((d.region, d.type) for d in inst.devices)
+    plan = smallest_feasible_plan(inst)
+    model = {k: v for k, v in asdict(m).items() if k != "layer_scale"}
+    return {
+        "name": inst.name, "devices": inst.n, "regions": inst.regions,
+        "model": dict(model, parameters=m.total_params(), micro_batches=m.num_micro_batches),
+        "options": asdict(inst.options), "objective": asdict(inst.objective),
+        "groups": [{"region": r, "type": t, "count": c,
+                    "achievable_tflops": sum(d.speed for d in inst.devices if d.region == r and d.type == t) / 1e12}
+                   for (r, t), c in sorted(groups.items())],
+        "model_state_bytes": float(a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)),
+        "usable_memory_bytes": float(a.mem_cap.sum()),
+        "smallest_plan": plan.to_dict() if plan is not None else None,
+    }

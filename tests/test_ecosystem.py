@@ -276,3 +276,31 @@ def test_pareto_cli_reports_indicators_against_a_reference(tmp_path):
     assert st["hypervolume"] <= st["reference_hypervolume"] * (1 + 1e-12)
     r = cli("pareto", tiny, "--solver", "bruteforce", "--reference", tmp_path / "missing.json", "-q")
     assert r.returncode == 2 and "--reference" in r.stderr
+
+
+def test_json_on_the_other_commands(tmp_path):
+    r = cli("describe", DEMO, "--json")
+    d = json.loads(r.stdout)
+    assert d["devices"] == 8 and sum(g["count"] for g in d["groups"]) == 8 and d["smallest_plan"]["grid"]
+    r = cli("generate", "--family", "tiny", "--gpus", "4", "--seed", "1", "--json", "--out", tmp_path / "g.json")
+    assert r.returncode == 0 and gt.load_instance(tmp_path / "g.json").n == 4
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps({"plan": _plan().to_dict()}))
+    r = cli("plot", DEMO, "--kind", "gantt", "--plan", res, "--out", tmp_path / "g", "--json")
+    assert json.loads(r.stdout)["written"] == [str(tmp_path / "g.png"), str(tmp_path / "g.svg")]
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"name: t\ntime_limit: 5\nseeds: [0]\ninstances: [{DEMO}]\nsolvers: [greedy]\n")
+    r = cli("bench", suite, "--results", tmp_path / "b.jsonl", "--workers", "1", "--json", "-q")
+    d = json.loads(r.stdout)
+    assert d["ran"] == 1 and d["rows"][0]["solver"] == "greedy" and d["rows"][0]["provenance"]["versions"]
+
+
+def test_solver_options_are_typed():
+    with pytest.raises(SolverError, match=r"option 'population' must be int, got '40'"):
+        gt.solve(DEMO, "memetic", population="40")
+    with pytest.raises(SolverError, match=r"option 'parallel' must be bool, got 1"):
+        gt.solve(DEMO, "memetic", parallel=1)
+    with pytest.raises(SolverError, match=r"'mutations': unknown value 'flip' \(one of swap"):
+        gt.solve(DEMO, "memetic", mutations=["swap", "flip"])
+    with pytest.raises(SolverError, match=r"'island_backend': unknown value 'gpu'"):
+        gt.solve(DEMO, "memetic", island_backend="gpu")
