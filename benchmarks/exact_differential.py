@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from geotrain_opt import evaluate                                  # noqa: E402
 from geotrain_opt.objective import primary                         # noqa: E402
 from geotrain_opt.solvers import SolveOptions, get                 # noqa: E402
-from geotrain_opt.solvers.bruteforce import plan_count             # noqa: E402
+from geotrain_opt.construct import plan_count             # noqa: E402
 from tests.test_exact_differential import draw                     # noqa: E402
 
 RTOL = 1e-6

@@ -1,6 +1,8 @@
 """Constructive pieces shared by describe, the solvers' seeding and the baselines."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import stagecost as sc
@@ -88,3 +90,15 @@ def smallest_feasible_plan(inst: Instance) -> Plan | None:
             if res.feasible[0]:
                 return Plan.from_indices(inst.ids, grid, cuts, mbs)
     return None
+
+
+def plan_count(inst: Instance) -> int:
+    """How many plans brute force would evaluate (every shape, device arrangement up to
+    ring rotation, cut and split): generators size their instances with it."""
+    total = 0
+    n, L, M = inst.n, inst.model.layers, inst.model.num_micro_batches
+    free = inst.options.batch_split == "free"
+    for D, P in feasible_shapes(inst):
+        s = math.comb(M - 1, D - 1) if free else 1
+        total += math.perm(n, D * P) // D * math.comb(L - 1, P - 1) * s
+    return total

@@ -228,7 +228,6 @@ class BatchEvaluator:
     def __init__(self, inst: Instance) -> None:
         self.inst = inst
         self.a = inst.arrays
-        self.calls = 0
         self.plans = 0
 
     def __call__(self, grid: np.ndarray, cuts: np.ndarray, mb: np.ndarray) -> BatchResult:
@@ -237,7 +236,6 @@ class BatchEvaluator:
         cuts = np.asarray(cuts, dtype=np.int64)
         mb = np.asarray(mb, dtype=np.int64)
         n, D, P = grid.shape
-        self.calls += 1
         self.plans += n
         lo, hi = cuts[:, :-1], cuts[:, 1:]
         first = np.arange(P) == 0

@@ -14,30 +14,18 @@ Families:
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import yaml
 
 from .errors import GeoTrainError
+from .regions import CITIES, great_circle_km
 
 FAMILIES = ("tiny", "small", "geo", "mixed-power", "memory-tight")
-
-# (name, latitude, longitude) of cloud regions, for great-circle latencies
-CITIES = [("virginia", 38.9, -77.4), ("ohio", 40.0, -83.0), ("oregon", 45.6, -121.2),
-          ("california", 37.4, -122.1), ("ireland", 53.3, -6.3), ("london", 51.5, -0.1),
-          ("frankfurt", 50.1, 8.7), ("tokyo", 35.7, 139.7), ("seoul", 37.6, 127.0),
-          ("singapore", 1.35, 103.8), ("sydney", -33.9, 151.2), ("saopaulo", -23.5, -46.6)]
 FIBRE_KM_PER_MS = 200.0 / 1.5   # light in fibre ~200 km/ms, routes ~1.5x the great circle
 TCP_WINDOW_BYTES = 2.5e6        # single-stream rate x RTT ~ 2.3-2.7 MB
 STREAMS = 8                     # parallel streams a trainer opens per link
-
-
-def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
-    la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
-    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
-    return 2 * 6371.0 * math.asin(math.sqrt(h))
 
 
 def wan_link(a: tuple[float, float], b: tuple[float, float]) -> dict[str, float]:
@@ -53,7 +41,7 @@ def _r(x: float, d: int = 3) -> float:
 
 def tiny(n: int, seed: int) -> dict[str, Any]:
     from .instance import instance_from_dict
-    from .solvers.bruteforce import plan_count
+    from .construct import plan_count
     rng = np.random.default_rng(seed)
     n_regions = int(rng.integers(1, 4))
     regions = [f"r{i}" for i in range(n_regions)]

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .errors import GeoTrainError  # noqa: E402
 from .evaluator import evaluate  # noqa: E402
-from .generate import CITIES  # noqa: E402
+from .regions import CITIES  # noqa: E402
 from .instance import Instance  # noqa: E402
 from .plan import Plan  # noqa: E402
 

@@ -7,7 +7,7 @@ from geotrain_opt import evaluate, instance_from_dict
 from geotrain_opt.generate import generate
 from geotrain_opt.objective import primary
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.solvers.bruteforce import plan_count
+from geotrain_opt.construct import plan_count
 
 SEEDS = list(range(30))
 

@@ -20,7 +20,7 @@ from geotrain_opt.construct import smallest_feasible_plan
 from geotrain_opt.generate import generate
 from geotrain_opt.objective import primary
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.solvers.bruteforce import plan_count
+from geotrain_opt.construct import plan_count
 
 FAMILIES = ("tiny", "small", "mixed-power", "memory-tight", "custom")
 RANGE = {"tiny": (2, 6), "small": (4, 12), "mixed-power": (4, 12), "memory-tight": (4, 12), "custom": (2, 8)}

@@ -8,12 +8,11 @@ pruned.
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 
 from .. import objective as objmod
-from ..construct import feasible_shapes
+from ..construct import feasible_shapes, plan_count
 from ..errors import SolverError
 from ..evaluator import BatchEvaluator
 from ..instance import Instance
@@ -31,17 +30,6 @@ def splits(inst: Instance, D: int) -> np.ndarray:
     # compositions of M into D positive parts: choose D-1 bars among M-1 gaps
     rows = [np.diff([0, *bars, M]) for bars in itertools.combinations(range(1, M), D - 1)]
     return np.array(rows, dtype=np.int64).reshape(-1, D)
-
-
-def plan_count(inst: Instance) -> int:
-    """How many plans brute force would evaluate."""
-    total = 0
-    n, L, M = inst.n, inst.model.layers, inst.model.num_micro_batches
-    free = inst.options.batch_split == "free"
-    for D, P in feasible_shapes(inst):
-        s = math.comb(M - 1, D - 1) if free else 1
-        total += math.perm(n, D * P) // D * math.comb(L - 1, P - 1) * s
-    return total
 
 
 def _grids(n: int, D: int, P: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Memetic algorithm on DEAP: specialised operators, local search, NSGA-II Pareto mode.
 
 The toolbox holds every operator by name (``toolbox.mate``, ``toolbox.mutate_swap``,
-``toolbox.local_search``, ``toolbox.select``, ``toolbox.map``), so a variant swaps in
+``toolbox.local_search``, ``toolbox.select``), so a variant swaps in
 one line, e.g. ``toolbox.register("mate", cx_stages, inst)``. Settings come from
 ``SolveOptions.extra``: ``population`` (40), ``generations`` (None = until the
 time limit), ``stall`` (generations without improvement before a restart, 60),
@@ -89,7 +89,6 @@ def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra:
         tb.register("select", tools.selNSGA2)
     else:
         tb.register("select", sel_tournament, tournsize=3, rnd=rnd if rnd is not None else random.Random(0))
-    tb.register("map", map)
     return tb
 
 

@@ -8,7 +8,7 @@ only memory and the ε-limits can fail, and they are penalised, not forbidden.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +31,6 @@ class Genome:
     key: tuple[float, float] | None = None      # (primary, secondary), penalised
     te: tuple[float, float] | None = None       # raw (T, E)
     feasible: bool = False
-    meta: dict = field(default_factory=dict)
 
     @property
     def grid(self) -> np.ndarray:
