@@ -206,12 +206,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_pareto(args: argparse.Namespace) -> int:
-    from .fronts import pareto_front
+    from .fronts import front_points, pareto_front
     check_writable(args.out, "--out")
     inst = _instance(args)
     ref_front = None
     if args.reference:     # another run's front (e.g. the exact one): IGD+ and ε against it
-        from .fronts import front_points
         from .result import SolverResult
         try:
             ref_front = front_points(SolverResult.load(args.reference, inst))
@@ -221,7 +220,6 @@ def cmd_pareto(args: argparse.Namespace) -> int:
             raise GeoTrainError(f"--reference: {args.reference} holds no front")
     res = pareto_front(inst, args.solver, _options(args, inst), points=args.points)
     if ref_front and res.pareto:
-        from .fronts import front_points
         from .indicators import summary
         res.stats.update(summary(front_points(res), ref_front))
     _save_or_print(res, args.out)

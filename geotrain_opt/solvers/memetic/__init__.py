@@ -35,7 +35,6 @@ from ... import objective as objmod
 from ...construct import feasible_shapes
 from ...instance import Instance
 from ...cluster import dask_client, worker_guard
-from ...indicators import hypervolume, reference_point
 from ...errors import SolverError
 from ...objective import pareto_filter
 from ...plan import Plan
@@ -415,12 +414,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
         items = list(archive.values())
         keep = pareto_filter([g.te for g in items])
+        # its indicators are added by fronts.pareto_front, as for every other solver's front
         res.pareto = [finish("memetic", inst, opts, items[i].to_plan(inst), "heuristic", deadline) for i in keep]
-        if res.pareto:
-            pts = [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto]
-            ref = reference_point(pts)
-            res.stats["hypervolume"] = hypervolume(pts, ref)
-            res.stats["hypervolume_ref"] = ref
     return res
 
 
