@@ -131,7 +131,7 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
     extra: dict = {}
     if args.milp_solver != "auto":
         extra["milp_solver"] = args.milp_solver
-    for key in ("population", "generations", "islands", "migration_interval"):
+    for key in ("population", "generations", "islands", "migration_interval", "exact_model"):
         if getattr(args, key, None) is not None:
             extra[key] = getattr(args, key)
     if getattr(args, "parallel", False):
@@ -155,6 +155,8 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
 def _print_result(inst: Instance, res) -> None:
     gap = "" if res.gap is None else f", gap {res.gap:.3%}"
     print(f"{res.solver}: status {res.status}{gap}, {res.wall_s:.2f} s wall")
+    if res.best_bound is not None and res.objective_value is not None and res.status != "optimal":
+        print(f"lower bound {res.best_bound:.6g}: the plan is at most {res.gap:.2%} from optimal")
     if res.plan is None:
         print("no plan found")
         return
@@ -184,6 +186,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         return 2
     opts = _options(args, inst)
     res = solvers.get(args.solver)(inst, opts)
+    from .bounds import attach_bound
+    attach_bound(inst, res)         # a certified lower bound and the gap to it, for any solver
     _save_or_print(res, args.out)   # saved before certifying: a long second proof never loses it
     if args.certify:
         from .certify import certify
@@ -500,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--milp-solver", default="auto", metavar="NAME",
                        help="MILP engine behind PuLP: auto (HiGHS where installed, else CBC), highs, cbc, "
                             "or any engine PuLP finds installed (GUROBI, SCIP_CMD, CPLEX_CMD, …)")
+        p.add_argument("--exact-model", choices=("auto", "devices", "classes"),
+                       help="cpsat/milp: assign slots to devices, or to classes of interchangeable devices "
+                            "with their counts (default auto: classes where there are fewer classes than devices)")
         p.add_argument("--population", type=_number(2, 100_000, integer=True), help="memetic: population size (default 40)")
         p.add_argument("--generations", type=_number(1, 10**9, integer=True),
                        help="memetic: generation limit (default: until the time limit)")

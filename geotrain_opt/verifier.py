@@ -7,7 +7,10 @@ For one instance it runs the requested solvers and checks that
     finds a plan better than a proven optimum (that would expose a wrong
     formulation or a wrong proof), and an instance one exact method proves
     infeasible has no feasible plan from any other;
-(c) each heuristic's gap to the proven optimum.
+(c) each heuristic's gap to the proven optimum, and for every plan its
+    *certified* gap to the instance's lower bound (bounds.py, independent of
+    every solver), which exists at any size; a plan below that bound is an
+    inconsistency too (a wrong bound).
 Anything that fails is an *inconsistency*; the CLI exits non-zero on any.
 """
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Verification:
     objective: str
     runs: list[SolverRun] = field(default_factory=list)
     optimum: float | None = None
+    bound: float | None = None              # the instance's lower bound (bounds.py)
     inconsistencies: list[str] = field(default_factory=list)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)    # solver -> plan it returned
 
@@ -58,10 +62,17 @@ class Verification:
             return None
         return (run.value - self.optimum) / abs(self.optimum) if self.optimum else 0.0
 
+    def certified_gap(self, run: SolverRun) -> float | None:
+        """How far at most the run's plan is from optimal, by the lower bound."""
+        if self.bound is None or run.value is None:
+            return None
+        return max(0.0, (run.value - self.bound) / abs(run.value)) if run.value else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "objective": self.objective, "optimum": self.optimum,
-                "ok": self.ok, "inconsistencies": self.inconsistencies, "plans": self.plans,
-                "runs": [dict(r.__dict__, gap=self.gap(r)) for r in self.runs]}
+                "lower_bound": self.bound, "ok": self.ok, "inconsistencies": self.inconsistencies,
+                "plans": self.plans,
+                "runs": [dict(r.__dict__, gap=self.gap(r), certified_gap=self.certified_gap(r)) for r in self.runs]}
 
 
 def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0, seed: int = 0,
@@ -119,6 +130,16 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
         for m, r in results.items():
             if r.plan is not None:
                 ver.inconsistencies.append(f"{n} proved the instance infeasible but {m} returned a feasible plan")
+    # (c) the lower bound, the solvers' independent judge at any size
+    from .bounds import INF, instance_bound
+    bound, _by = instance_bound(inst)
+    ver.bound = bound if bound < INF else None
+    if ver.optimum is not None and ver.bound is not None:
+        ver.bound = min(max(ver.bound, 0.0), ver.optimum) if bound <= ver.optimum * (1 + 1e-9) else bound
+    for m, r in results.items():
+        if r.objective_value is not None and (bound == INF or r.objective_value < bound * (1 - 1e-9)):
+            ver.inconsistencies.append(f"{m}'s plan ({r.objective_value:.9g}) is below the instance's lower bound "
+                                       f"({bound:.9g}): the bound is wrong")
     return ver
 
 
@@ -135,12 +156,13 @@ def render(vers: list[Verification]) -> str:
     rows = []
     for v in vers:
         for r in v.runs:
-            g = v.gap(r)
+            g, c = v.gap(r), v.certified_gap(r)
             rows.append([v.instance, v.objective, r.solver, r.status,
                          "-" if r.value is None else f"{r.value:.6g}",
-                         "-" if g is None else f"{g:.4%}", f"{r.wall_s:.2f}"])
-    out = ["| " + " | ".join(h) + " |" for h in [["instance", "objective", "solver", "status", "value", "gap to optimum", "wall s"]]]
-    out.append("|" + "---|" * 7)
+                         "-" if g is None else f"{g:.4%}", "-" if c is None else f"≤ {c:.2%}", f"{r.wall_s:.2f}"])
+    out = ["| " + " | ".join(h) + " |" for h in [["instance", "objective", "solver", "status", "value",
+                                                   "gap to optimum", "certified gap", "wall s"]]]
+    out.append("|" + "---|" * 8)
     out += ["| " + " | ".join(r) + " |" for r in rows]
     bad = [f"- {v.instance}: {msg}" for v in vers for msg in v.inconsistencies]
     refused = [f"- {v.instance}: {r.solver} refused: {r.note}" for v in vers for r in v.runs if r.status == "refused"]
@@ -162,9 +184,12 @@ def summary(vers: list[Verification]) -> str:
         refused = sum(1 for _, r in runs if r.status == "refused")
         # "0/0" would read as a failure; say why there is nothing to compare
         within = f"{opt}/{len(gaps)}" if gaps else ("- (refused)" if refused == len(runs) else "- (no optimum known)")
+        cert = [v.certified_gap(r) for v, r in runs if v.certified_gap(r) is not None]
         rows.append([n, str(len(runs)), str(refused), str(sum(1 for _, r in runs if r.status == "optimal")),
-                     within, "-" if not gaps else f"{max(gaps):.3%}", f"{sum(r.wall_s for _, r in runs):.1f}"])
-    return table(rows, ["solver", "runs", "refused", "proved optimal", "within 0.1% of optimum", "worst gap", "wall s"])
+                     within, "-" if not gaps else f"{max(gaps):.3%}", "-" if not cert else f"≤ {max(cert):.2%}",
+                     f"{sum(r.wall_s for _, r in runs):.1f}"])
+    return table(rows, ["solver", "runs", "refused", "proved optimal", "within 0.1% of optimum", "worst gap",
+                        "worst certified gap", "wall s"])
 
 
 def verify_paths(paths: list[Path], names: list[str], time_limit_s: float, seed: int,

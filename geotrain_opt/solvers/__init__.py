@@ -33,8 +33,8 @@ _SEARCH = {"max_evaluations": _INT, "batch": _INT}
 # or a wrong type is a one-line error, not ignored (None: not checked)
 OPTIONS: dict[str, dict[str, tuple] | None] = {
     "bruteforce": {"pareto": _BOOL},
-    "cpsat": {"cpsat_search": _STR},
-    "milp": {"milp_solver": _STR},
+    "cpsat": {"cpsat_search": _STR, "exact_model": _STR},
+    "milp": {"milp_solver": _STR, "exact_model": _STR},
     "memetic": _MEMETIC,
     "plain-ga": _MEMETIC,
     "random-search": _SEARCH,
@@ -46,6 +46,7 @@ OPTIONS: dict[str, dict[str, tuple] | None] = {
              "dtfm_gradient_gb": _NUM},
 }
 _CHOICES = {"island_backend": ("inline", "processes", "dask"), "cpsat_search": ("fixed", "auto"),
+            "exact_model": ("auto", "devices", "classes"),
             "crossover": None, "mutations": None, "ls_moves": None}
 BASELINES = ("dtfm", "megatron-uniform", "proportional", "greedy", "random-search", "simulated-annealing", "plain-ga")
 EXACT = ("bruteforce", "cpsat", "milp")

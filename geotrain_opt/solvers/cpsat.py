@@ -145,9 +145,8 @@ class CpSatBackend:
 def _hint(be: CpSatBackend, inst: Instance, shape: formulation.Shape, plan: Plan | None) -> None:
     if plan is None or plan.replicas != shape.D or plan.stages != shape.P:
         return
-    grid = formulation.canonical_grid(inst, plan.grid_indices(inst.index))
-    for (g, k, j), var in shape.x.items():
-        be.hint(var, 1 if grid[k][j] == g else 0)
+    for var, value in formulation.hint_values(inst, shape, plan.grid_indices(inst.index)):
+        be.hint(var, value)
     if shape.n_layers is not None:
         for j, var in enumerate(shape.n_layers):
             be.hint(var, plan.cuts[j + 1] - plan.cuts[j])

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import objective as objmod
+from ..bounds import shape_bounds
 from ..construct import feasible_shapes, smallest_feasible_plan
 from ..evaluator import BatchEvaluator, evaluate
 from ..instance import Instance
@@ -57,6 +58,16 @@ def lower_bound(inst: Instance) -> float:
     return float(objmod.primary(inst.objective, T_lb, E_lb))
 
 
+def model_kind(inst: Instance, opts: SolveOptions) -> str:
+    """"devices" (x per device) or "classes" (x per class of interchangeable devices,
+    formulations/exact.md §3.7); "auto" takes the class model where it has fewer
+    units than devices."""
+    kind = opts.extra.get("exact_model", "auto")
+    if kind == "auto":
+        kind = "classes" if len(formulation.device_classes(inst)) < inst.n else "devices"
+    return kind
+
+
 def _constructive(inst: Instance, shapes, deadline: Deadline) -> tuple[dict, list[tuple[float, Plan]]]:
     """Best constructive plan per shape: warm start, cutoff, and the order of shapes.
     Evaluated in batches, and on at most a fifth of the time limit."""
@@ -93,6 +104,13 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)
+    # shapes whose bound already rules out every plan (memory, an ε-limit) need no model
+    sbound = shape_bounds(inst, shapes)
+    floor = lower_bound(inst)
+    log = [{"D": D, "P": P, "status": "closed", "by": b.by, "bound": None, "seconds": 0.0}
+           for (D, P), b in sbound.items() if b.value == float("inf")]
+    n_shapes = len(shapes)
+    shapes = [s for s in shapes if sbound[s].value < float("inf")]
     shape_guess, seeds = _constructive(inst, shapes, deadline)
     start_plans = [p for p in (opts.hint, smallest_feasible_plan(inst)) if p is not None]
     start_plans += [p for _, p in sorted(seeds, key=lambda vp: vp[0])[:1]]
@@ -103,20 +121,29 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0]) if start_plans else None)
     T_ref = ref.time_s if ref else 1.0
     E_ref = ref.energy_j if ref else 1000.0
-    units = dict(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS)
+    model = model_kind(inst, opts)
+    units = dict(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS, classes=model == "classes")
     obj = inst.objective
     # promising shapes first: their optima become cutoffs that prune the rest
     shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[0] * s[1]))
     open_shapes: dict[tuple[int, int], float] = {}
     shape_values: dict[tuple[int, int], float] = {}
-    log = []
+
+    def shape_floor(D: int, P: int) -> float:
+        return max(sbound[D, P].value, floor)
 
     def attempt(D: int, P: int, seconds: float) -> None:
         cutoff = inc.key[0] * (1 + 1e-9) if inc.key else None
+        if cutoff is not None and sbound[D, P].value > cutoff:
+            # its bound is above the best plan: no model needed (formulations/exact.md §8)
+            log.append({"D": D, "P": P, "status": "closed", "by": sbound[D, P].by,
+                        "bound": sbound[D, P].value, "seconds": 0.0})
+            open_shapes.pop((D, P), None)
+            return
         t0 = time.perf_counter()
         out = _run_bounded(run, inst, D, P, dict(units, cutoff=cutoff), seconds, opts, inc.plan)
         log.append({"D": D, "P": P, "status": out.status, "seconds": round(time.perf_counter() - t0, 3),
-                    "budget_s": round(seconds, 2)})
+                    "budget_s": round(seconds, 2), "bound": sbound[D, P].value})
         if opts.progress:      # one line per shape on stderr: long proofs show where they are
             best = f"{inc.key[0]:.6g}" if inc.key else "-"
             what = "no better plan" if out.status == "infeasible" and cutoff is not None else out.status
@@ -128,24 +155,33 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
                 inc.offer(out.plan, ev.time_s, ev.energy_j)
                 shape_values[(D, P)] = float(objmod.primary(obj, ev.time_s, ev.energy_j))
         if out.status in ("feasible", "unknown"):
-            # the model's bound, but never below the instance's compute bound
-            open_shapes[(D, P)] = max(out.bound, lower_bound(inst)) if out.bound is not None else lower_bound(inst)
+            # the model's bound, but never below the shape's own bound (bounds.py)
+            open_shapes[(D, P)] = max(out.bound, shape_floor(D, P)) if out.bound is not None else shape_floor(D, P)
         else:
             open_shapes.pop((D, P), None)
 
     # pass 1: every shape gets a fair slice, so one hard shape cannot starve the others
     for i, (D, P) in enumerate(shapes):
         if deadline.expired:
-            open_shapes[(D, P)] = lower_bound(inst)
+            open_shapes[(D, P)] = shape_floor(D, P)
             continue
         slice_s = max(1.0, 2.0 * deadline.remaining / (len(shapes) - i))
         attempt(D, P, min(slice_s, deadline.remaining))
-    # pass 2: the remaining time for the shapes still open, best bound first
-    todo = sorted(open_shapes, key=open_shapes.get)
-    for i, (D, P) in enumerate(todo):
-        if deadline.expired:
+    # pass 2: the remaining time for the shapes still open, best bound first. Shapes
+    # the incumbent has overtaken close by their bound at once, so they are dropped
+    # before the time is shared out (else their share went unused); a shape that
+    # returns early leaves its time to a further round.
+    for _round in range(3):
+        for sh in [sh for sh in open_shapes if inc.key and sbound[sh].value > inc.key[0] * (1 + 1e-9)]:
+            attempt(*sh, 0.0)
+        todo = sorted(open_shapes, key=open_shapes.get)
+        if not todo or deadline.expired:
             break
-        attempt(D, P, max(1.0, deadline.remaining / (len(todo) - i)))
+        for i, (D, P) in enumerate(todo):
+            if deadline.expired:
+                break
+            if (D, P) in open_shapes:
+                attempt(D, P, max(1.0, deadline.remaining / (len(todo) - i)))
     status = "time_limit" if open_shapes else "optimal"
     # tie-break (time: least E among fastest plans; energy: least T among cheapest).
     # It refines a proven optimum, so it gets at most half the time the proof took
@@ -184,7 +220,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     else:
         bound = min(list(open_shapes.values()) + ([value] if value is not None else []), default=None)
     return finish(name, inst, opts, inc.plan, status, deadline, best_bound=bound,
-                  stats={"shapes": len(shapes), "shape_log": log, "tie_break": tie_break})
+                  stats={"shapes": n_shapes, "shape_log": log, "tie_break": tie_break, "model": model,
+                         "units": len(formulation.device_classes(inst)) if model == "classes" else inst.n})
 
 
 def run_model(make_backend: Callable[[], Any], inst: Instance, D: int, P: int,

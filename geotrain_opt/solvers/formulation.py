@@ -42,7 +42,7 @@ class Shape:
 
     D: int
     P: int
-    x: dict[tuple[int, int, int], Any]       # device g at replica k, stage j
+    x: dict[tuple[int, int, int], Any]       # unit u (a device, or a class of them) at replica k, stage j
     n_layers: list[Any] | None               # identical layers: layers per stage
     y: dict[tuple[int, int], Any] | None     # per-layer overrides: layer l in stage j
     mb: list[Any] | None                     # free split: one-hot mu[k][v-1]
@@ -52,6 +52,9 @@ class Shape:
     # the derived variables by name (t, lk, oc, tau, ring, Rmax, eb, om): read back by
     # the pinned-plan tests, which compare each with the evaluator's term
     vars: dict[str, Any] = field(default_factory=dict)
+    # the devices behind each unit u of x: one device each in the per-device
+    # model, a class of interchangeable devices in the class model (§3.7)
+    units: list[list[int]] = field(default_factory=list)
 
 
 def _identical_layers(inst: Instance) -> bool:
@@ -64,12 +67,15 @@ class BuildTimeout(Exception):
 
 def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit: float,
           cutoff: float | None = None, objective: str | None = None,
-          time_cap: float | None = None, symmetry: bool = True,
+          time_cap: float | None = None, symmetry: bool = True, classes: bool = False,
           stop: Callable[[], bool] | None = None) -> Shape:
     """State the model of formulations/model.md §3 for a fixed (D, P) on back end ``be``.
 
     ``cutoff``: only plans whose objective is at most this are wanted (pruning
     with an incumbent). ``time_cap``: extra T <= cap (tie-break phase, ε-sweeps).
+    ``classes``: the class model (formulations/exact.md §3.7): ``x`` assigns
+    slots to classes of interchangeable devices, each with its count, so the
+    model grows with the classes, not the devices.
     ``stop``: polled once per device row (the model has O(D P n^2) terms, so
     building alone can outlast a time limit); when it returns True the build
     raises :class:`BuildTimeout`.
@@ -82,7 +88,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     n, L, M = inst.n, a.L, a.M
     obj = inst.objective
     kind = objective or obj.kind
-    G, K, J = range(n), range(D), range(P)
+    K, J = range(D), range(P)
     uniform = a.uniform
 
     # ---- layers per stage: linear expressions W_j, N_j, act_j
@@ -119,30 +125,46 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     def scaled(terms: Terms, s: float) -> Terms:
         return [(c * s, v) for c, v in terms]
 
+    # ---- units: the per-device model has one per device, the class model one per
+    # class of interchangeable devices with its count cap[u]. Every figure of a
+    # unit is its first member's; the link of a unit to itself is the link between
+    # two of its members (the same for every pair, formulations/exact.md §3.7).
+    units = device_classes(inst) if classes else [[g] for g in range(n)]
+    U = range(len(units))
+    cap = [len(c) for c in units]
+    first = [c[0] for c in units]
+    speed, mem_cap = a.speed[first], a.mem_cap[first]
+    p_busy, p_wait = a.p_busy[first], a.p_wait[first]
+    al, ib, cross = (_unit_links(m, units) for m in (a.alpha, a.inv_beta, a.cross))
+    # the units a slot of unit u can talk to: any other, itself only with two members
+    peers = [[v for v in U if v != u or cap[u] > 1] for u in U]
+
     # ---- assignment
     x = {}
-    for g in G:
+    for u in U:
         tick()
         for k in K:
             for j in J:
-                x[g, k, j] = be.boolean(f"x_{g}_{k}_{j}")
+                x[u, k, j] = be.boolean(f"x_{u}_{k}_{j}")
     for k in K:
         for j in J:
             tick()
-            be.eq_int([(1, x[g, k, j]) for g in G], 1)
-    for g in G:
+            be.eq_int([(1, x[u, k, j]) for u in U], 1)
+    for u in U:
         tick()
-        be.le([(1.0, x[g, k, j]) for k in K for j in J], 1, 1.0)
+        be.le([(1.0, x[u, k, j]) for k in K for j in J], cap[u], 1.0)
     # rotating the replicas of a plan changes nothing (same ring edges, same split
-    # multiset in the same cyclic order): replica 0 holds the smallest stage-0 device
+    # multiset in the same cyclic order): replica 0 holds the smallest stage-0 unit
+    # (strictly smaller where a unit is one device: no two replicas share it)
+    strict = 0 if classes else -1
     for k in range(1, D):
-        be.le([(float(g), x[g, 0, 0]) for g in G] + [(-float(g), x[g, k, 0]) for g in G], -1, 1.0)
+        be.le([(float(u), x[u, 0, 0]) for u in U] + [(-float(u), x[u, k, 0]) for u in U], strict, 1.0)
     # interchangeable devices (same figures, same links to everyone): the used ones
     # form a prefix of their class and occupy slots in increasing order. Together
     # with the rotation rule this keeps one plan of every equivalence class
-    # (formulations/exact.md §3.3).
-    if symmetry:
-        rank = {g: [(float(k * P + j + 1), x[g, k, j]) for k in K for j in J] for g in G}
+    # (formulations/exact.md §3.3). The class model has no such symmetry left.
+    if symmetry and not classes:
+        rank = {g: [(float(k * P + j + 1), x[g, k, j]) for k in K for j in J] for g in range(n)}
         used: dict[int, Any] = {}
         for cls in interchangeable_classes(inst):
             for g in cls:
@@ -173,14 +195,13 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     # ---- bounds used for domains and big-M
     W_tot = float(a.w_prefix[-1] + a.head_work)
     t_ub = W_tot / float(a.speed.min())
-    ib = a.inv_beta
-    lk_ub = float((a.alpha + a.A * ib).max())
-    occ_ub = float(a.A * ib.max())
+    lk_ub = float((a.alpha + a.A * a.inv_beta).max())
+    occ_ub = float(a.A * a.inv_beta.max())
     tau_ub = max(t_ub + 4.0 * kappa * occ_ub, occ_ub)
     Tk_ub = min(a.steps, M) * (P * t_ub + 2 * (P - 1) * lk_ub) + (M - 1) * tau_ub
     N_tot = float(a.par_prefix[-1] + a.emb_params + a.head_params)
     cring = 2.0 * (D - 1) / D * a.grad_bytes
-    R_ub = cring * N_tot * float(ib.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
+    R_ub = cring * N_tot * float(a.inv_beta.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
     T_ub = Tk_ub + R_ub
     if time_cap is not None:
         T_ub = min(T_ub, time_cap * (1 + 1e-9))
@@ -202,10 +223,10 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
     t = {(k, j): be.real(f"t_{k}_{j}", t_ub, t_unit) for k in K for j in J}
     for k in K:
         for j in J:
-            for g in G:
+            for u in U:
                 tick()
-                s = 1.0 / a.speed[g]
-                be.ge(t[k, j], scaled(W[j], s), W_c[j] * s, (x[g, k, j],))
+                s = 1.0 / speed[u]
+                be.ge(t[k, j], scaled(W[j], s), W_c[j] * s, (x[u, k, j],))
 
     # ---- pipeline links
     lk, oc, tau = {}, {}, {}
@@ -214,11 +235,11 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
         for j in range(P - 1):
             lk[k, j] = be.real(f"lk_{k}_{j}", lk_ub, t_unit)
             oc[k, j] = be.real(f"oc_{k}_{j}", occ_ub, t_unit)
-            for u in G:
+            for u in U:
                 tick()
-                row = [(a.alpha[u, v] + a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u]
+                row = [(al[u, v] + a.A * ib[u, v], x[v, k, j + 1]) for v in peers[u]]
                 be.ge(lk[k, j], row, 0.0, (x[u, k, j],))
-                be.ge(oc[k, j], [(a.A * ib[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
+                be.ge(oc[k, j], [(a.A * ib[u, v], x[v, k, j + 1]) for v in peers[u]], 0.0, (x[u, k, j],))
             be.ge(tau[k], [(1.0, oc[k, j])])
         # tau_k >= t_kj + 2 kappa (o_{k,j-1} + o_kj): exposed communication (§3.2)
         for j in J:
@@ -235,13 +256,12 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
             ring[j] = (Rb, Ra)
             for k in K:
                 k2 = (k + 1) % D
-                for u in G:
+                for u in U:
                     tick()
-                    be.ge(Ra, [(2.0 * (D - 1) * a.alpha[u, v], x[v, k2, j]) for v in G if v != u], 0.0, (x[u, k, j],))
-                    for v in G:
-                        if v != u:
-                            s = cring * ib[u, v]
-                            be.ge(Rb, scaled(Npar[j], s), N_c[j] * s, (x[u, k, j], x[v, k2, j]))
+                    be.ge(Ra, [(2.0 * (D - 1) * al[u, v], x[v, k2, j]) for v in peers[u]], 0.0, (x[u, k, j],))
+                    for v in peers[u]:
+                        s = cring * ib[u, v]
+                        be.ge(Rb, scaled(Npar[j], s), N_c[j] * s, (x[u, k, j], x[v, k2, j]))
             be.ge(Rmax, [(1.0, Rb), (1.0, Ra)])
 
     # ---- replica times and T = max_k T_k + max_j R_j
@@ -260,12 +280,12 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                 terms = scaled(Npar[j], a.state_bytes) + scaled(act[j], infl)
                 logits = a.logits * int(sc.logits_inflight(a, infl)) if j == P - 1 else 0.0
                 const = a.state_bytes * N_c[j] + logits
-                for g in G:
+                for u in U:
                     tick()
-                    be.le(terms, float(a.mem_cap[g]) - const, 1.0, (x[g, k, j],) + lits)
+                    be.le(terms, float(mem_cap[u]) - const, 1.0, (x[u, k, j],) + lits)
 
     # ---- energy: sum pue(Pb-Pw) U + sum_{g in S} pue Pw T + e_net * cross bytes
-    E_ub_slot = float(((a.p_busy - a.p_wait) / a.speed).max()) * M * W_tot
+    E_ub_slot = float(((p_busy - p_wait) / speed).max()) * M * W_tot
     E_terms: Terms = []
     ebv, omv = {}, {}
     for k in K:
@@ -273,27 +293,38 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
             eb = ebv[k, j] = be.real(f"eb_{k}_{j}", E_ub_slot, e_unit)
             E_terms.append((1.0, eb))
             for m, _S, _q, lits in m_cases(k):
-                for g in G:
+                for u in U:
                     tick()
-                    s = m * (a.p_busy[g] - a.p_wait[g]) / a.speed[g]
-                    be.ge(eb, scaled(W[j], s), W_c[j] * s, (x[g, k, j],) + lits)
-    # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0
-    for g in G:
+                    s = m * (p_busy[u] - p_wait[u]) / speed[u]
+                    be.ge(eb, scaled(W[j], s), W_c[j] * s, (x[u, k, j],) + lits)
+    # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0.
+    # A class of c devices has c of them, the first n_u of which are on when the
+    # class holds n_u slots (the prefix rule of §3.3, counted instead of labelled).
+    for u in U:
         tick()
-        om = omv[g] = be.real(f"om_{g}", T_ub, t_unit)
-        E_terms.append((float(a.p_wait[g]), om))
-        for k in K:
-            for j in J:
-                be.ge(om, [(1.0, T)], 0.0, (x[g, k, j],))
+        if cap[u] == 1:
+            om = omv[u] = be.real(f"om_{u}", T_ub, t_unit)
+            E_terms.append((float(p_wait[u]), om))
+            for k in K:
+                for j in J:
+                    be.ge(om, [(1.0, T)], 0.0, (x[u, k, j],))
+            continue
+        on = [be.boolean(f"on_{u}_{i}") for i in range(cap[u])]
+        be.eq_int([(1, b) for b in on] + [(-1, x[u, k, j]) for k in K for j in J], 0)
+        for i in range(cap[u] - 1):
+            be.le([(1.0, on[i + 1]), (-1.0, on[i])], 0, 1.0)
+        for i in range(cap[u]):
+            om = omv[u, i] = be.real(f"om_{u}_{i}", T_ub, t_unit)
+            E_terms.append((float(p_wait[u]), om))
+            be.ge(om, [(1.0, T)], 0.0, (on[i],))
     if a.net_j_per_byte > 0:
-        cross = a.cross
         for k in K:
             for j in range(P - 1):
                 # cp = 1 when the link of replica k between stages j and j+1 crosses regions
                 cp = be.real(f"cp_{k}_{j}", 1.0, 1.0)
-                for u in G:
+                for u in U:
                     tick()
-                    be.ge(cp, [(cross[u, v], x[v, k, j + 1]) for v in G if v != u], 0.0, (x[u, k, j],))
+                    be.ge(cp, [(cross[u, v], x[v, k, j + 1]) for v in peers[u]], 0.0, (x[u, k, j],))
                 if uniform:
                     E_terms.append((a.net_j_per_byte * 2.0 * mvals[k] * a.A, cp))
                 else:
@@ -307,10 +338,10 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
                     k2 = (k + 1) % D
                     # bytes in units worth one energy unit: an LP solver sees their cost
                     rb = be.real(f"rb_{k}_{j}", cring * N_tot, e_unit / a.net_j_per_byte)
-                    for u in G:
+                    for u in U:
                         tick()
-                        for v in G:
-                            if v != u and cross[u, v]:
+                        for v in peers[u]:
+                            if cross[u, v]:
                                 be.ge(rb, scaled(Npar[j], cring), N_c[j] * cring, (x[u, k, j], x[v, k2, j]))
                     E_terms.append((a.net_j_per_byte, rb))
 
@@ -331,11 +362,24 @@ def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit:
         be.le(obj_terms, cutoff, unit)
     be.minimize(obj_terms, unit)
     return Shape(D, P, x, nl, y, mu, T, E_terms, obj_terms,
-                 dict(t=t, lk=lk, oc=oc, tau=tau, ring=ring, Rmax=Rmax, eb=ebv, om=omv))
+                 dict(t=t, lk=lk, oc=oc, tau=tau, ring=ring, Rmax=Rmax, eb=ebv, om=omv), units)
 
 
-def interchangeable_classes(inst: Instance) -> list[list[int]]:
-    """Groups of devices that can trade places in any plan without changing its cost."""
+def _unit_links(m: np.ndarray, units: list[list[int]]) -> np.ndarray:
+    """(units, units) view of a device-pair matrix: the entry of the first members,
+    and on the diagonal the entry between a class's first two members (0 for one device)."""
+    first = [c[0] for c in units]
+    out = m[np.ix_(first, first)].copy()
+    for u, c in enumerate(units):
+        out[u, u] = m[c[0], c[1]] if len(c) > 1 else 0.0
+    return out
+
+
+def device_classes(inst: Instance) -> list[list[int]]:
+    """Every device in exactly one class of devices that can trade places in any
+    plan without changing its cost: same speed, memory, power (PUE included) and
+    region, the same links to every device outside the class, and one link, both
+    ways, between any two members. Classes in order of their first member."""
     a = inst.arrays
     n = inst.n
     key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g]) for g in range(n)]
@@ -345,18 +389,24 @@ def interchangeable_classes(inst: Instance) -> list[list[int]]:
             h = cls[0]
             if key[h] != key[g]:
                 continue
-            others = [o for o in range(n) if o not in (g, h)]
-            if (np.array_equal(a.alpha[g, others], a.alpha[h, others])
-                    and np.array_equal(a.alpha[others, g], a.alpha[others, h])
-                    and np.array_equal(a.inv_beta[g, others], a.inv_beta[h, others])
-                    and np.array_equal(a.inv_beta[others, g], a.inv_beta[others, h])
-                    and a.alpha[g, h] == a.alpha[h, g] and a.inv_beta[g, h] == a.inv_beta[h, g]
-                    and all(a.alpha[g, o] == a.alpha[h, o] for o in cls[1:])):
+            others = [o for o in range(n) if o != g and o not in cls]
+            if not all(np.array_equal(m[g, others], m[h, others]) and np.array_equal(m[others, g], m[others, h])
+                       for m in (a.alpha, a.inv_beta)):
+                continue
+            # within the class every pair has the same link both ways
+            pair = cls[:2] if len(cls) > 1 else [g, h]
+            intra = (a.alpha[pair[0], pair[1]], a.inv_beta[pair[0], pair[1]])
+            if all((a.alpha[g, o], a.inv_beta[g, o]) == intra == (a.alpha[o, g], a.inv_beta[o, g]) for o in cls):
                 cls.append(g)
                 break
         else:
             classes.append([g])
-    return [c for c in classes if len(c) > 1]
+    return classes
+
+
+def interchangeable_classes(inst: Instance) -> list[list[int]]:
+    """The classes of :func:`device_classes` with more than one device."""
+    return [c for c in device_classes(inst) if len(c) > 1]
 
 
 def canonical_grid(inst: Instance, grid: np.ndarray) -> np.ndarray:
@@ -369,21 +419,43 @@ def canonical_grid(inst: Instance, grid: np.ndarray) -> np.ndarray:
     D, P = grid.shape
     k0 = min(range(D), key=lambda k: (key(int(grid[k, 0])), k))
     g = np.roll(grid, -k0, axis=0).copy()
+    return _label_in_rank_order(g, classes)
+
+
+def _label_in_rank_order(grid: np.ndarray, classes: list[list[int]]) -> np.ndarray:
+    """Each class's devices, in order, on the slots its members hold, in slot order."""
+    D, P = grid.shape
+    g = grid.copy()
     for c in classes:
-        slots = [(k, j) for k in range(D) for j in range(P) if int(g[k, j]) in c]
+        slots = [(k, j) for k in range(D) for j in range(P) if int(grid[k, j]) in c]
         for (k, j), dev in zip(slots, c):    # slots come in rank order
             g[k, j] = dev
     return g
+
+
+def hint_values(inst: Instance, shape: Shape, grid: np.ndarray) -> list[tuple[Any, int]]:
+    """(x variable, 0/1) of a device grid of the shape's size, in the shape's model."""
+    if all(len(c) == 1 for c in shape.units):
+        ugrid = canonical_grid(inst, grid)
+    else:
+        unit_of = {g: u for u, c in enumerate(shape.units) for g in c}
+        ugrid = np.vectorize(unit_of.get)(grid)
+        k0 = min(range(shape.D), key=lambda k: (int(ugrid[k, 0]), k))
+        ugrid = np.roll(ugrid, -k0, axis=0)
+    return [(var, int(ugrid[k][j] == u)) for (u, k, j), var in shape.x.items()]
 
 
 def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int], list[int]]:
     """(grid, cuts, micro_batches) of the solution, given ``value(var) -> number``."""
     a = inst.arrays
     D, P = shape.D, shape.P
-    grid = np.zeros((D, P), dtype=np.int64)
-    for (g, k, j), var in shape.x.items():
+    ugrid = np.zeros((D, P), dtype=np.int64)
+    for (u, k, j), var in shape.x.items():
         if value(var) > 0.5:
-            grid[k, j] = g
+            ugrid[k, j] = u
+    # a class's slots get its devices in slot order
+    grid = np.array([[shape.units[u][0] for u in row] for row in ugrid], dtype=np.int64)
+    grid = _label_in_rank_order(grid, [c for c in shape.units if len(c) > 1])
     if shape.n_layers is not None:
         counts = [int(round(value(v))) for v in shape.n_layers]
     else:

@@ -159,9 +159,8 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     be, shape, _src = run_model(PulpBackend, inst, D, P, kw)
     warm = False
     if hint is not None and hint.replicas == D and hint.stages == P:
-        grid = formulation.canonical_grid(inst, hint.grid_indices(inst.index))
-        for (g, k, j), var in shape.x.items():
-            be.hint(var, 1 if grid[k][j] == g else 0)
+        for var, value in formulation.hint_values(inst, shape, hint.grid_indices(inst.index)):
+            be.hint(var, value)
         warm = True
     st = be.m.solve(_solver(opts, seconds, warm))
     status_txt = pulp.LpStatus[st]

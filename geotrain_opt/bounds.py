@@ -1,0 +1,310 @@
+"""Lower bounds on the objective of every plan of a shape (D, P), and of the instance.
+
+Each bound relaxes the cost model of formulations/model.md §3 in a way a reader
+can check in a line (formulations/exact.md §8 states them with proofs):
+
+- ``memory``: the stage that needs the most memory under the best cut still
+  needs D devices that hold it; otherwise no plan of the shape exists;
+- ``compute``: the busiest replica works at least M W / (sum of the D P fastest
+  speeds); every replica's micro-batch period is at least the best integer
+  cut's largest stage on the fastest device;
+- ``tiers``: the links a plan may use. A replica's P devices are joined by its
+  pipeline links and a ring's D devices by its ring links, so each lies in one
+  connected component of the graph of links no slower than its slowest one.
+  Over the tiers (distinct bandwidths) of the network this gives the slowest
+  pipeline link x and ring link y that some replica and ring must have, jointly
+  (a replica and a ring share a device, so they lie in one component);
+- the time bound is max(compute, pipeline(x)) + ring(y), minimised over the
+  feasible (x, y); energy adds the busy energy of the work at the least
+  J/FLOP and the waiting power of the D P lowest-waiting devices over that time.
+
+All are cheap (numpy over the tiers), so the exact driver prunes shapes with them
+before building a model, and every solver reports the instance's bound, the least
+over its shapes, with the gap of its plan to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import objective as objmod
+from . import stagecost as sc
+
+if TYPE_CHECKING:                     # pragma: no cover
+    from .instance import Instance
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class ShapeBound:
+    """A valid lower bound on the primary objective of every plan of one shape."""
+
+    D: int
+    P: int
+    value: float            # inf: no plan of this shape is feasible
+    by: str                 # the bound that set it: memory, limit, compute, tiers
+    T: float                # the bound on the iteration time
+    E: float                # the bound on the energy
+
+
+def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
+    """Least, over cuts of the layers into P contiguous non-empty stages, of the
+    largest stage total; ``extra[j]`` is added to stage j (embedding, head)."""
+    L = len(values)
+    pre = np.concatenate([[0.0], np.cumsum(values)])
+    # best[j][l]: least max over the first j+1 stages covering layers [0, l)
+    best = np.full(L + 1, INF)
+    for l in range(1, L + 1):
+        best[l] = pre[l] + extra[0]
+    best[0] = INF
+    for j in range(1, P):
+        nxt = np.full(L + 1, INF)
+        for l in range(j + 1, L + 1):
+            lo = np.arange(j, l)                       # previous stages cover [0, lo)
+            cand = np.maximum(best[lo], pre[l] - pre[lo] + extra[j])
+            nxt[l] = cand.min()
+        best = nxt
+    return float(best[L])
+
+
+class _Tiers:
+    """Connected components of the graph of links with 1/beta <= b, per tier b."""
+
+    def __init__(self, inv_beta: np.ndarray) -> None:
+        n = inv_beta.shape[0]
+        off = inv_beta[~np.eye(n, dtype=bool)]
+        self.levels = np.unique(off) if n > 1 else np.zeros(1)
+        self.labels = []
+        keep = []
+        comp_of = np.arange(n)           # device -> its component at the current tier
+        mat = np.asarray(inv_beta)       # slowest-needed link between two current components: the fastest pair
+        for b in self.levels:
+            adj = mat <= b
+            c = len(mat)
+            lab = np.arange(c)
+            while True:       # label propagation: the least label reachable
+                new = np.where(adj, lab[None, :], c).min(axis=1)
+                new = new[new]
+                if np.array_equal(new, lab):
+                    break
+                lab = new
+            _u, merged = np.unique(lab, return_inverse=True)
+            if len(_u) == c and self.labels:
+                continue      # same components as the tier below: the lower value is the one to use
+            comp_of = merged[comp_of]
+            # contract: the fastest link between two new components is the least entry between their members
+            order = np.argsort(merged, kind="stable")
+            starts = np.concatenate([[0], np.nonzero(np.diff(merged[order]))[0] + 1])
+            mat = np.minimum.reduceat(np.minimum.reduceat(mat[np.ix_(order, order)], starts, axis=0), starts, axis=1)
+            keep.append(b)
+            self.labels.append(comp_of.copy())
+        self.levels = np.array(keep)
+        # component sizes per tier
+        self.sizes = [np.bincount(lb, minlength=n) for lb in self.labels]
+        self.largest = np.array([s.max() for s in self.sizes])
+        self._fits: dict[int, np.ndarray] = {}
+
+    def nth_fit(self, size: int, count: int) -> int:
+        """Index of the lowest tier whose components hold ``count`` disjoint sets of
+        ``size`` devices each (len(levels) if none does)."""
+        fits = self._fits.get(size)
+        if fits is None:
+            fits = self._fits[size] = np.array([int((s // size).sum()) for s in self.sizes])
+        return int(np.searchsorted(fits, count))
+
+    def first_fit(self, size: int) -> int:
+        """Index of the lowest tier with a component of at least ``size`` devices."""
+        idx = int(np.searchsorted(self.largest, size))
+        return idx
+
+    def joint(self, i: int, need_i: int, k: int, need_k: int, together: int) -> bool:
+        """Is there a component at tier max(i, k) of >= ``together`` devices that
+        contains a component at the lower of the two tiers of >= its need?"""
+        lo, hi = (i, k) if i <= k else (k, i)
+        need_lo = need_i if i <= k else need_k
+        lab_lo, lab_hi, size_hi = self.labels[lo], self.labels[hi], self.sizes[hi]
+        big_lo = np.nonzero(self.sizes[lo] >= need_lo)[0]        # labels of components large enough
+        if len(big_lo) == 0:
+            return False
+        return bool((size_hi[lab_hi[big_lo]] >= together).any())
+
+
+class ShapeBounds:
+    """Bounds for every shape of one instance (the per-instance work done once)."""
+
+    def __init__(self, inst: "Instance") -> None:
+        self.inst = inst
+        a = self.a = inst.arrays
+        n = inst.n
+        self.speed_desc = np.sort(a.speed)[::-1]
+        self.speed_pre = np.concatenate([[0.0], np.cumsum(self.speed_desc)])
+        self.cap_desc = np.sort(a.mem_cap)[::-1]
+        self.pw_pre = np.concatenate([[0.0], np.cumsum(np.sort(a.p_wait))])
+        self.W = float(a.w_prefix[-1] + a.head_work)
+        self.N_all = float(a.par_prefix[-1] + a.emb_params + a.head_params)
+        self.j_per_flop = float(((a.p_busy - a.p_wait) / a.speed).min())
+        off = ~np.eye(n, dtype=bool)
+        self.alpha_min = float(a.alpha[off].min()) if n > 1 else 0.0
+        self.hop_min = float((a.alpha + a.A * a.inv_beta)[off].min()) if n > 1 else 0.0
+        self.tiers = _Tiers(a.inv_beta)
+        self._wl, self._pl, self._al = np.diff(a.w_prefix), np.diff(a.par_prefix), np.diff(a.act_prefix)
+        self._bw: dict[int, float] = {}
+        self._bn: dict[int, float] = {}
+        self._mem: dict[tuple[int, int], float] = {}
+
+    def _busiest(self, P: int) -> float:
+        """Least largest stage work (FLOP per micro-batch) over the cuts into P stages."""
+        if P not in self._bw:
+            extra = np.zeros(P)
+            extra[-1] += self.a.head_work
+            self._bw[P] = _min_max_partition(self._wl, P, extra)
+        return self._bw[P]
+
+    def _heaviest(self, P: int) -> float:
+        """Least largest stage parameter count over the cuts into P stages."""
+        if P not in self._bn:
+            extra = np.zeros(P)
+            extra[0] += self.a.emb_params
+            extra[-1] += self.a.head_params
+            self._bn[P] = _min_max_partition(self._pl, P, extra)
+        return self._bn[P]
+
+    def _memory_ok(self, D: int, P: int, q: int) -> bool:
+        """Can the stage needing most memory, under the cut that makes it least, sit
+        on D devices? (q: micro-batches per flush of the lightest replica). A DP over
+        cuts, since a stage's memory depends on its position (in-flight count)."""
+        if (P, q) not in self._mem:
+            self._mem[P, q] = self._least_peak_memory(P, q)
+        return bool(self._mem[P, q] <= self.cap_desc[D - 1])
+
+    def _least_peak_memory(self, P: int, q: int) -> float:
+        a = self.a
+        L = a.L
+        best = np.full(L + 1, INF)              # best[l]: stages so far cover layers [0, l)
+        best[0] = 0.0
+        for j in range(P):
+            infl = sc.inflight(a, P, j, q)
+            nxt = np.full(L + 1, INF)
+            for l in range(j + 1, L - (P - 1 - j) + 1):
+                lo = np.arange(j, l)
+                N = sc.stage_params(a, lo, l, j == 0, j == P - 1)
+                mem = sc.stage_memory(a, N, sc.stage_act(a, lo, l), j == P - 1, np.full(len(lo), infl))
+                nxt[l] = np.maximum(best[lo], mem).min()
+            best = nxt
+        return float(best[L])
+
+    def __call__(self, D: int, P: int) -> ShapeBound:
+        a, inst = self.a, self.inst
+        obj = inst.objective
+        M = a.M
+        m = -(-M // D)                      # the busiest replica's micro-batches
+        m_light = M // D if a.uniform else 1
+        _S, q_light = (int(v) for v in sc.flushes(a, m_light))
+        if not self._memory_ok(D, P, q_light):
+            return ShapeBound(D, P, INF, "memory", INF, INF)
+        s_max, s_D = float(self.speed_desc[0]), float(self.speed_desc[D - 1])
+        busy_P = self._busiest(P)
+        W, hop, A = self.W, self.hop_min, a.A
+
+        def replica(m: int, s_top: float, s_sum: float, occ: float) -> float:
+            """T_k of a replica with m micro-batches whose fastest device runs at most
+            s_top, whose devices add up to at most s_sum, and whose slowest pipeline
+            link is busy ``occ`` per message: the fill passes every stage once and
+            every link twice; the period is at least the busiest stage of the best
+            cut, the link's occupancy, and (kappa) the average of the stage rows."""
+            S, _q = (int(v) for v in sc.flushes(a, m))
+            fill = W / s_top + 2.0 * (P - 1) * hop
+            if P > 1:
+                fill = max(fill, W / s_top + 2.0 * (P - 2) * hop + 2.0 * (self.alpha_min + occ))
+            tau = max(busy_P / s_top, W / s_sum, occ, W / (P * s_top) + (4.0 * a.kappa / P) * occ)
+            return S * fill + (m - S) * tau
+
+        def replicas(occ: float) -> float:
+            # the busiest replica; and the one whose fastest device is slowest: the D
+            # replicas' fastest devices are D different devices, so one runs at most s_D
+            return max(replica(m, s_max, float(self.speed_pre[P]), occ),
+                       replica(m_light, s_D, min(P * s_D, float(self.speed_pre[P])), occ))
+
+        # ---- compute: work spread over the D P fastest devices; the replicas' periods
+        compute = M * W / float(self.speed_pre[D * P])
+        T_compute = max(compute, replicas(0.0))
+        # ---- tiers: x = slowest pipeline link of some replica, y = slowest ring link of some ring
+        tiers = self.tiers
+        lv = tiers.levels
+        cring = 2.0 * (D - 1) / D * a.grad_bytes
+        N_big = self._heaviest(P)
+        ring_lat = 2.0 * (D - 1) * self.alpha_min if D > 1 else 0.0
+        xs = range(tiers.first_fit(P), len(lv)) if P > 1 else [None]
+        ys = range(tiers.first_fit(D), len(lv)) if D > 1 else [None]
+        T_tiers = INF
+        for xi in xs:
+            # x is the least, over replicas, of a replica's slowest link: every replica has one as slow
+            pipe_x = max(compute, replicas(0.0 if xi is None else A * float(lv[xi])))
+            for yi in ys:
+                if pipe_x >= T_tiers:
+                    break
+                if xi is not None and yi is not None and not tiers.joint(xi, P, yi, D, D + P - 1):
+                    continue
+                ring = 0.0 if yi is None else cring * N_big * float(lv[yi]) + ring_lat
+                T_tiers = min(T_tiers, pipe_x + ring)
+                break                       # higher y only costs more
+        # ---- sorted tiers: the i best rings are i disjoint D-sets, so the i-th best
+        # ring's slowest link is no faster than the tier where i such sets fit; with
+        # R >= c N_j beta_j for every stage, R >= c N / sum_j 1/beta_j. Likewise the
+        # replica with the slowest link: D disjoint P-sets must fit below it.
+        T_sorted = 0.0
+        if P > 1 or D > 1:
+            pipe_s = 0.0
+            if P > 1:
+                xD = tiers.nth_fit(P, D)
+                occ = A * float(lv[min(xD, len(lv) - 1)])
+                pipe_s = replica(m_light, s_max, float(self.speed_pre[P]), occ)
+            ring_s = 0.0
+            if D > 1:
+                betas = [float(lv[min(tiers.nth_fit(D, i), len(lv) - 1)]) for i in range(1, P + 1)]
+                if min(betas) > 0:
+                    ring_s = cring * self.N_all / sum(1.0 / b for b in betas) + ring_lat
+            T_sorted = max(compute, replicas(0.0), pipe_s) + ring_s
+        T = max(T_compute, T_tiers, T_sorted)
+        by = "compute" if T == T_compute else ("tiers" if T == T_tiers else "sorted tiers")
+        if obj.max_time_s is not None and T > obj.max_time_s:
+            return ShapeBound(D, P, INF, "limit", T, INF)
+        E = M * self.W * self.j_per_flop + float(self.pw_pre[D * P]) * T
+        if obj.max_energy_j is not None and E > obj.max_energy_j:
+            return ShapeBound(D, P, INF, "limit", T, E)
+        return ShapeBound(D, P, float(objmod.primary(obj, T, E)), by, T, E)
+
+
+def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None) -> dict[tuple[int, int], ShapeBound]:
+    """The bound of every shape (default: every feasible shape of the instance)."""
+    from .construct import feasible_shapes
+    sb = ShapeBounds(inst)
+    return {s: sb(*s) for s in (shapes if shapes is not None else feasible_shapes(inst))}
+
+
+def instance_bound(inst: "Instance") -> tuple[float, dict[str, int]]:
+    """(a lower bound on the primary objective of every plan, how many shapes each
+    bound decided). inf when no shape admits a plan."""
+    bounds = shape_bounds(inst)
+    by: dict[str, int] = {}
+    for b in bounds.values():
+        by[b.by] = by.get(b.by, 0) + 1
+    return min((b.value for b in bounds.values()), default=INF), by
+
+
+def attach_bound(inst: "Instance", res) -> None:
+    """Give a result the instance's certified lower bound: ``stats["lower_bound"]``
+    (value, seconds, how many shapes each bound decided) and ``best_bound`` (the
+    larger of the solver's own and this one), so ``res.gap`` says how far at most
+    the plan is from optimal, for any solver."""
+    import time
+    t = time.perf_counter()
+    value, by = instance_bound(inst)
+    res.stats["lower_bound"] = {"value": value if value < INF else None, "seconds": round(time.perf_counter() - t, 3),
+                                "shapes_by": by}
+    if value < INF and res.objective_value is not None:
+        value = min(value, res.objective_value) if value <= res.objective_value * (1 + 1e-9) else value
+        res.best_bound = value if res.best_bound is None else max(res.best_bound, value)
