@@ -117,8 +117,7 @@ class _Tiers:
 
     def first_fit(self, size: int) -> int:
         """Index of the lowest tier with a component of at least ``size`` devices."""
-        idx = int(np.searchsorted(self.largest, size))
-        return idx
+        return int(np.searchsorted(self.largest, size))
 
     def joint(self, i: int, need_i: int, k: int, need_k: int, together: int) -> bool:
         """Is there a component at tier max(i, k) of >= ``together`` devices that
@@ -281,8 +280,19 @@ class ShapeBounds:
 def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None) -> dict[tuple[int, int], ShapeBound]:
     """The bound of every shape (default: every feasible shape of the instance)."""
     from .construct import feasible_shapes
-    sb = ShapeBounds(inst)
-    return {s: sb(*s) for s in (shapes if shapes is not None else feasible_shapes(inst))}
+    # once per instance: the exact driver, ``solve`` and ``verify`` all ask for them
+    every = inst._cache.get("shape_bounds")
+    if every is None:
+        sb = ShapeBounds(inst)
+        every = inst._cache["shape_bounds"] = {s: sb(*s) for s in feasible_shapes(inst)}
+    if shapes is None:
+        return dict(every)
+    missing = [s for s in shapes if s not in every]
+    out = {s: every[s] for s in shapes if s in every}
+    if missing:
+        sb = ShapeBounds(inst)
+        out.update({s: sb(*s) for s in missing})
+    return out
 
 
 def instance_bound(inst: "Instance") -> tuple[float, dict[str, int]]:
@@ -306,5 +316,7 @@ def attach_bound(inst: "Instance", res) -> None:
     res.stats["lower_bound"] = {"value": value if value < INF else None, "seconds": round(time.perf_counter() - t, 3),
                                 "shapes_by": by}
     if value < INF and res.objective_value is not None:
-        value = min(value, res.objective_value) if value <= res.objective_value * (1 + 1e-9) else value
+        # a bound above the plan is a wrong bound: kept as it is, so that the verifier sees it
+        if value <= res.objective_value * (1 + 1e-9):
+            value = min(value, res.objective_value)
         res.best_bound = value if res.best_bound is None else max(res.best_bound, value)

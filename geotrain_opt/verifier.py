@@ -134,8 +134,8 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
     from .bounds import INF, instance_bound
     bound, _by = instance_bound(inst)
     ver.bound = bound if bound < INF else None
-    if ver.optimum is not None and ver.bound is not None:
-        ver.bound = min(max(ver.bound, 0.0), ver.optimum) if bound <= ver.optimum * (1 + 1e-9) else bound
+    if ver.bound is not None and ver.optimum is not None and bound <= ver.optimum * (1 + 1e-9):
+        ver.bound = min(bound, ver.optimum)      # a hair above a proved optimum is rounding
     for m, r in results.items():
         if r.objective_value is not None and (bound == INF or r.objective_value < bound * (1 - 1e-9)):
             ver.inconsistencies.append(f"{m}'s plan ({r.objective_value:.9g}) is below the instance's lower bound "

@@ -379,7 +379,17 @@ def device_classes(inst: Instance) -> list[list[int]]:
     """Every device in exactly one class of devices that can trade places in any
     plan without changing its cost: same speed, memory, power (PUE included) and
     region, the same links to every device outside the class, and one link, both
-    ways, between any two members. Classes in order of their first member."""
+    ways, between any two members. Classes in order of their first member.
+    Computed once per instance (O(n^2) per class): every shape's model asks."""
+    cached = inst._cache.get("device_classes")
+    if cached is not None:
+        return [list(c) for c in cached]
+    classes = _device_classes(inst)
+    inst._cache["device_classes"] = tuple(tuple(c) for c in classes)
+    return classes
+
+
+def _device_classes(inst: Instance) -> list[list[int]]:
     a = inst.arrays
     n = inst.n
     key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g]) for g in range(n)]
