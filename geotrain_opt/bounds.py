@@ -131,6 +131,15 @@ class _Tiers:
         return bool((size_hi[lab_hi[big_lo]] >= together).any())
 
 
+def link_tiers(inst: "Instance") -> _Tiers:
+    """The instance's tier components (computed once: the bounds and the
+    constructive seeds inside fast components both use them)."""
+    t = inst._cache.get("link_tiers")
+    if t is None:
+        t = inst._cache["link_tiers"] = _Tiers(inst.arrays.inv_beta)
+    return t
+
+
 class ShapeBounds:
     """Bounds for every shape of one instance (the per-instance work done once)."""
 
@@ -148,11 +157,55 @@ class ShapeBounds:
         off = ~np.eye(n, dtype=bool)
         self.alpha_min = float(a.alpha[off].min()) if n > 1 else 0.0
         self.hop_min = float((a.alpha + a.A * a.inv_beta)[off].min()) if n > 1 else 0.0
-        self.tiers = _Tiers(a.inv_beta)
+        self.occ_min = float(a.A * a.inv_beta[off].min()) if n > 1 else 0.0
+        # a link at least as slow as tier b has alpha >= the least alpha of such links:
+        # suffix minima over the links sorted by 1/beta answer that for any b
+        if n > 1:
+            ib, al = a.inv_beta[off], a.alpha[off]
+            order = np.argsort(ib, kind="stable")
+            self._ib_sorted = ib[order]
+            self._alpha_suf = np.minimum.accumulate(al[order][::-1])[::-1]
+            self._hop_suf = np.minimum.accumulate((al + a.A * ib)[order][::-1])[::-1]
+        self._n_min = float(np.diff(a.par_prefix).min())
+        self.tiers = link_tiers(inst)
         self._wl, self._pl, self._al = np.diff(a.w_prefix), np.diff(a.par_prefix), np.diff(a.act_prefix)
         self._bw: dict[int, float] = {}
         self._bn: dict[int, float] = {}
         self._mem: dict[tuple[int, int], float] = {}
+        self._prof: dict[tuple[int, int], np.ndarray] = {}
+        self._rows: dict[tuple[int, float], float] = {}
+        self._slow: dict[float, tuple[float, float]] = {}
+        self._comp_speeds: dict[int, list[np.ndarray]] = {}
+
+    def _slow_link(self, b: float) -> tuple[float, float]:
+        """(least alpha, least alpha + A/beta) over the links no faster than tier b."""
+        got = self._slow.get(b)
+        if got is None:
+            i = int(np.searchsorted(self._ib_sorted, b, side="left"))
+            got = self._slow[b] = ((INF, INF) if i >= len(self._ib_sorted)
+                                   else (float(self._alpha_suf[i]), float(self._hop_suf[i])))
+        return got
+
+    def _profile(self, t: int, k: int) -> np.ndarray:
+        """The k fastest speeds of the best component of tier t with at least k
+        devices, elementwise over those components: no such component is faster."""
+        key = (t, k)
+        prof = self._prof.get(key)
+        if prof is None:
+            comps = self._comp_speeds.get(t)
+            if comps is None:     # each component's speeds, fastest first, largest components first
+                lab = self.tiers.labels[t]
+                order = np.lexsort((-self.a.speed, lab))
+                starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
+                comps = sorted((self.a.speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])), key=len, reverse=True)
+                self._comp_speeds[t] = comps
+            prof = np.zeros(k)
+            for sp in comps:
+                if len(sp) < k:
+                    break
+                prof = np.maximum(prof, sp[:k])
+            self._prof[key] = prof
+        return prof
 
     def _busiest(self, P: int) -> float:
         """Least largest stage work (FLOP per micro-batch) over the cuts into P stages."""
@@ -161,6 +214,20 @@ class ShapeBounds:
             extra[-1] += self.a.head_work
             self._bw[P] = _min_max_partition(self._wl, P, extra)
         return self._bw[P]
+
+    def _busiest_row(self, P: int, s_top: float) -> float:
+        """Least, over cuts into P stages, of the largest stage row t_j + 2 kappa
+        (o_{j-1} + o_j) on devices of speed s_top, every link busy at least occ_min."""
+        key = (P, s_top)
+        if key not in self._rows:
+            extra = np.zeros(P)
+            extra[-1] += self.a.head_work
+            if P > 1:
+                nb = np.full(P, 2.0)
+                nb[0] = nb[-1] = 1.0
+                extra += s_top * 2.0 * self.a.kappa * self.occ_min * nb
+            self._rows[key] = _min_max_partition(self._wl, P, extra) / s_top
+        return self._rows[key]
 
     def _heaviest(self, P: int) -> float:
         """Least largest stage parameter count over the cuts into P stages."""
@@ -208,27 +275,43 @@ class ShapeBounds:
         busy_P = self._busiest(P)
         W, hop, A = self.W, self.hop_min, a.A
 
-        def replica(m: int, s_top: float, s_sum: float, occ: float) -> float:
+        flush_of = {k: int(sc.flushes(a, k)[0]) for k in {m, m_light}}
+
+        def replica(m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0) -> float:
             """T_k of a replica with m micro-batches whose fastest device runs at most
             s_top, whose devices add up to at most s_sum, and whose slowest pipeline
             link is busy ``occ`` per message: the fill passes every stage once and
             every link twice; the period is at least the busiest stage of the best
-            cut, the link's occupancy, and (kappa) the average of the stage rows."""
-            S, _q = (int(v) for v in sc.flushes(a, m))
+            cut, the link's occupancy, and (kappa) the average of the stage rows.
+            ``slow_hop``: the least alpha + A/beta of a link as slow as that one."""
+            S = flush_of[m]
             fill = W / s_top + 2.0 * (P - 1) * hop
             if P > 1:
-                fill = max(fill, W / s_top + 2.0 * (P - 2) * hop + 2.0 * (self.alpha_min + occ))
-            tau = max(busy_P / s_top, W / s_sum, occ, W / (P * s_top) + (4.0 * a.kappa / P) * occ)
+                fill = max(fill, W / s_top + 2.0 * (P - 2) * hop + 2.0 * max(self.alpha_min + occ, slow_hop))
+            # rows: every link is busy at least occ_min, the slowest one occ
+            rows = (W / s_top + 4.0 * a.kappa * (max(occ, self.occ_min) + (P - 2) * self.occ_min)) / P if P > 1 else 0.0
+            tau = max(busy_P / s_top, self._busiest_row(P, s_top), W / s_sum, occ, rows)
             return S * fill + (m - S) * tau
 
-        def replicas(occ: float) -> float:
+        def replicas(occ: float, slow_hop: float = 0.0, desc: np.ndarray = self.speed_desc) -> float:
             # the busiest replica; and the one whose fastest device is slowest: the D
             # replicas' fastest devices are D different devices, so one runs at most s_D
-            return max(replica(m, s_max, float(self.speed_pre[P]), occ),
-                       replica(m_light, s_D, min(P * s_D, float(self.speed_pre[P])), occ))
+            s_top, s_Dth, s_P = float(desc[0]), float(desc[D - 1]), float(desc[:P].sum())
+            return max(replica(m, s_top, s_P, occ, slow_hop),
+                       replica(m_light, s_Dth, min(P * s_Dth, s_P), occ, slow_hop))
+
+        def work(desc: np.ndarray) -> float:
+            """Work over the D P speeds ``desc`` (fastest first), with the bubble: replica
+            k's T_k >= sum_j w_j/s_j + (m_k - 1) max_j w_j/s_j + 2 (P-1) h, so within
+            T' = T - 2(P-1)h it runs m_k <= 1 + sum_j (T' s_j / W - 1)^+ micro-batches;
+            summed over the replicas, M <= D + sum_i (T' s_i / W - 1)^+, i.e.
+            T' >= min_u (M - D + u) W / (s_1 + ... + s_u)."""
+            u = np.arange(1, D * P + 1)
+            bubble = float(((M - D + u) * W / np.cumsum(desc[: D * P])).min()) + 2.0 * (P - 1) * hop
+            return max(M * W / float(desc[: D * P].sum()), bubble)
 
         # ---- compute: work spread over the D P fastest devices; the replicas' periods
-        compute = M * W / float(self.speed_pre[D * P])
+        compute = work(self.speed_desc)
         T_compute = max(compute, replicas(0.0))
         # ---- tiers: x = slowest pipeline link of some replica, y = slowest ring link of some ring
         tiers = self.tiers
@@ -241,13 +324,15 @@ class ShapeBounds:
         T_tiers = INF
         for xi in xs:
             # x is the least, over replicas, of a replica's slowest link: every replica has one as slow
-            pipe_x = max(compute, replicas(0.0 if xi is None else A * float(lv[xi])))
+            pipe_x = max(compute, replicas(0.0, 0.0) if xi is None
+                         else replicas(A * float(lv[xi]), self._slow_link(float(lv[xi]))[1]))
             for yi in ys:
                 if pipe_x >= T_tiers:
                     break
                 if xi is not None and yi is not None and not tiers.joint(xi, P, yi, D, D + P - 1):
                     continue
-                ring = 0.0 if yi is None else cring * N_big * float(lv[yi]) + ring_lat
+                ring = 0.0 if yi is None else (cring * N_big * float(lv[yi])
+                                               + 2.0 * (D - 1) * self._slow_link(float(lv[yi]))[0])
                 T_tiers = min(T_tiers, pipe_x + ring)
                 break                       # higher y only costs more
         # ---- sorted tiers: the i best rings are i disjoint D-sets, so the i-th best
@@ -258,17 +343,55 @@ class ShapeBounds:
         if P > 1 or D > 1:
             pipe_s = 0.0
             if P > 1:
-                xD = tiers.nth_fit(P, D)
-                occ = A * float(lv[min(xD, len(lv) - 1)])
-                pipe_s = replica(m_light, s_max, float(self.speed_pre[P]), occ)
+                bx = float(lv[min(tiers.nth_fit(P, D), len(lv) - 1)])
+                pipe_s = replica(m_light, s_max, float(self.speed_pre[P]), A * bx, self._slow_link(bx)[1])
             ring_s = 0.0
             if D > 1:
                 betas = [float(lv[min(tiers.nth_fit(D, i), len(lv) - 1)]) for i in range(1, P + 1)]
+                # the slowest ring still carries a stage of at least one layer
+                ring_s = cring * self._n_min * betas[-1] + 2.0 * (D - 1) * self._slow_link(betas[-1])[0]
                 if min(betas) > 0:
-                    ring_s = cring * self.N_all / sum(1.0 / b for b in betas) + ring_lat
+                    ring_s = max(ring_s, cring * self.N_all / sum(1.0 / b for b in betas) + ring_lat)
             T_sorted = max(compute, replicas(0.0), pipe_s) + ring_s
-        T = max(T_compute, T_tiers, T_sorted)
-        by = "compute" if T == T_compute else ("tiers" if T == T_tiers else "sorted tiers")
+        # ---- merge tier: the plan's D P devices are joined by its links, so they lie in
+        # one component of the least tier t where some component holds them all. Below
+        # t they span two components, and the links between those are no faster than
+        # z = tier t. If every replica sits inside one of them, two replicas lie in
+        # different ones and every ring (one device per replica) has such a link; if
+        # every ring does, every replica has one; otherwise some replica and some ring
+        # have one (that ring still carries a stage of at least one layer).
+        T_merge = INF
+        R0 = 0.0
+        if D > 1:
+            b1 = float(lv[min(tiers.first_fit(D), len(lv) - 1)])
+            R0 = max(ring_s, cring * N_big * b1 + 2.0 * (D - 1) * self._slow_link(b1)[0])
+        for t in range(tiers.first_fit(D * P), len(lv)):
+            desc = self._profile(t, D * P)
+            base = max(work(desc), replicas(0.0, 0.0, desc))
+            if base + R0 >= T_merge:
+                continue
+            if D * P == 1:
+                T_merge = min(T_merge, base)
+                continue
+            z = float(lv[t])
+            alpha_z, hop_z = self._slow_link(z)
+            ring_lat_z = 2.0 * (D - 1) * alpha_z
+            ring_one = max(R0, cring * self._n_min * z + ring_lat_z) if D > 1 else R0
+            ring_all = max(R0, cring * N_big * z + ring_lat_z) if D > 1 else R0
+            rep_one = max(base, replica(m_light, float(desc[0]), float(desc[:P].sum()), A * z, hop_z)) if P > 1 else base
+            rep_all = max(base, replicas(A * z, hop_z, desc)) if P > 1 else base
+            if t == 0:                      # every link is at least as slow as the lowest tier
+                cases = [rep_all + ring_all]
+            elif P == 1:
+                cases = [base + ring_all]
+            elif D == 1:
+                cases = [rep_all]
+            else:
+                cases = [rep_all + R0, base + ring_all, rep_one + ring_one]
+            T_merge = min(T_merge, min(cases))
+        T = max(T_compute, T_tiers, T_sorted, T_merge)
+        by = ("compute" if T == T_compute else "tiers" if T == T_tiers
+              else "sorted tiers" if T == T_sorted else "merge tier")
         if obj.max_time_s is not None and T > obj.max_time_s:
             return ShapeBound(D, P, INF, "limit", T, INF)
         E = M * self.W * self.j_per_flop + float(self.pw_pre[D * P]) * T

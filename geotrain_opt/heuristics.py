@@ -171,6 +171,39 @@ def memory_aware(inst: Instance, D: int, P: int):
     return grid, (np.array(cuts, dtype=np.int64) if cuts else _cuts_for(inst, grid, mb)), mb
 
 
+def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, ...] = (1.0, 0.75, 0.5)):
+    """Plans that stay inside one fast component of the network: for each tier of
+    link speed (bounds.link_tiers), its ``per_tier`` components of most compute,
+    and in each every feasible P with D = fraction * (size // P) replicas, devices
+    in site order. On a large pool the best plan often uses one region (or one
+    node group) and no WAN link at all; the shape grid of ``seed_shapes`` over the
+    whole pool rarely lands on such a shape, and its site order fills a shape
+    past the best region into the next one."""
+    from .bounds import link_tiers
+    a = inst.arrays
+    order = np.array(_site_order(inst), dtype=np.int64)
+    most_D: dict[int, int] = {}
+    for D, P in feasible_shapes(inst):
+        most_D[P] = max(D, most_D.get(P, 0))
+    seen: set[bytes] = set()
+    out = []
+    for lab in link_tiers(inst).labels:
+        if len(np.unique(lab)) == 1:
+            break                      # the whole pool: the shape grid covers it
+        power = np.bincount(lab, weights=a.speed)
+        for c in np.argsort(-power, kind="stable")[:per_tier]:
+            members = order[lab[order] == c]
+            key = np.sort(members).tobytes()
+            if len(members) < 2 or key in seen:
+                continue
+            seen.add(key)
+            for P, D_max in sorted(most_D.items()):
+                top = min(len(members) // P, D_max)
+                for D in sorted({max(1, int(f * top)) for f in fractions} if top else set()):
+                    out.append(_finish(inst, members[: D * P].reshape(D, P)))
+    return out
+
+
 CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "site-groups": site_groups,
                 "region-pure": region_pure, "node-mixed": node_mixed, "memory-aware": memory_aware}
 

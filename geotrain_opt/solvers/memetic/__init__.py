@@ -43,7 +43,7 @@ from ..base import Deadline, SolveOptions, finish
 from .encoding import Fitness, Genome, default_split
 from .local_search import local_search, optimize_cuts
 from .operators import CROSSOVERS, MUTATIONS, fresh_cuts
-from ...heuristics import CONSTRUCTORS, seed_shapes
+from ...heuristics import CONSTRUCTORS, component_plans, seed_shapes
 
 if not hasattr(creator, "GeoKey"):
     # (primary, secondary) minimised lexicographically; NSGA-II mode stores (T, E)
@@ -296,6 +296,13 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 for build in CONSTRUCTORS.values():
                     grid, cuts, mb = build(inst, D, P)
                     seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+            if not stop():
+                # plans inside one fast component, screened on their constructive cuts:
+                # only the best few pay for a cut search
+                say("memetic: seeding inside fast components")
+                inside = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *c)) for c in component_plans(inst)]
+                fit(inside)
+                seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
         for name in extra.get("seed_solvers", ()):    # baseline plans as seeds, on a share of the time
             from .. import get as _get
             share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
@@ -420,6 +427,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
 
 
 # settings a worker's toolbox reads (the rest of ``extra`` stays in the parent)
+COMPONENT_SEEDS = 6     # plans inside fast components that join generation 0
+
 _WORKER_KEYS = ("crossover", "ls_moves", "pareto")
 
 

@@ -54,7 +54,9 @@ class Genome:
     def from_plan(inst: Instance, plan: Plan) -> "Genome":
         grid = plan.grid_indices(inst.index)
         used = grid.reshape(-1)
-        rest = np.array([g for g in range(inst.n) if g not in set(used.tolist())], dtype=np.int64)
+        free = np.ones(inst.n, dtype=bool)
+        free[used] = False
+        rest = np.flatnonzero(free).astype(np.int64)
         return Genome(plan.replicas, plan.stages, np.concatenate([used, rest]).astype(np.int64),
                       np.array(plan.cuts, dtype=np.int64), np.array(plan.micro_batches, dtype=np.int64))
 
