@@ -71,7 +71,8 @@ def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
 
 
 class _Tiers:
-    """Connected components of the graph of links with 1/beta <= b, per tier b."""
+    """Connected components of the graph of links with weight <= b, per tier b
+    (weight: 1/beta, or alpha + A/beta)."""
 
     def __init__(self, inv_beta: np.ndarray) -> None:
         n = inv_beta.shape[0]
@@ -131,12 +132,15 @@ class _Tiers:
         return bool((size_hi[lab_hi[big_lo]] >= together).any())
 
 
-def link_tiers(inst: "Instance") -> _Tiers:
-    """The instance's tier components (computed once: the bounds and the
-    constructive seeds inside fast components both use them)."""
-    t = inst._cache.get("link_tiers")
+def link_tiers(inst: "Instance", weight: str = "bandwidth") -> _Tiers:
+    """The instance's tier components by 1/beta (``bandwidth``) or by alpha + A/beta
+    (``hop``), computed once: the bounds and the constructive seeds inside fast
+    components both use them."""
+    key = f"link_tiers_{weight}"
+    t = inst._cache.get(key)
     if t is None:
-        t = inst._cache["link_tiers"] = _Tiers(inst.arrays.inv_beta)
+        a = inst.arrays
+        t = inst._cache[key] = _Tiers(a.inv_beta if weight == "bandwidth" else a.alpha + a.A * a.inv_beta)
     return t
 
 
@@ -167,7 +171,9 @@ class ShapeBounds:
             self._alpha_suf = np.minimum.accumulate(al[order][::-1])[::-1]
             self._hop_suf = np.minimum.accumulate((al + a.A * ib)[order][::-1])[::-1]
         self._n_min = float(np.diff(a.par_prefix).min())
+        self._w_min = float(np.diff(a.w_prefix).min())
         self.tiers = link_tiers(inst)
+        self.hop_tiers = link_tiers(inst, "hop")
         self._wl, self._pl, self._al = np.diff(a.w_prefix), np.diff(a.par_prefix), np.diff(a.act_prefix)
         self._bw: dict[int, float] = {}
         self._bn: dict[int, float] = {}
@@ -186,19 +192,19 @@ class ShapeBounds:
                                    else (float(self._alpha_suf[i]), float(self._hop_suf[i])))
         return got
 
-    def _profile(self, t: int, k: int) -> np.ndarray:
+    def _profile(self, kind: str, tiers: _Tiers, t: int, k: int) -> np.ndarray:
         """The k fastest speeds of the best component of tier t with at least k
         devices, elementwise over those components: no such component is faster."""
-        key = (t, k)
+        key = (kind, t, k)
         prof = self._prof.get(key)
         if prof is None:
-            comps = self._comp_speeds.get(t)
+            comps = self._comp_speeds.get((kind, t))
             if comps is None:     # each component's speeds, fastest first, largest components first
-                lab = self.tiers.labels[t]
+                lab = tiers.labels[t]
                 order = np.lexsort((-self.a.speed, lab))
                 starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
                 comps = sorted((self.a.speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])), key=len, reverse=True)
-                self._comp_speeds[t] = comps
+                self._comp_speeds[kind, t] = comps
             prof = np.zeros(k)
             for sp in comps:
                 if len(sp) < k:
@@ -277,7 +283,7 @@ class ShapeBounds:
 
         flush_of = {k: int(sc.flushes(a, k)[0]) for k in {m, m_light}}
 
-        def replica(m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0) -> float:
+        def replica(m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0, n_slow: int = 1) -> float:
             """T_k of a replica with m micro-batches whose fastest device runs at most
             s_top, whose devices add up to at most s_sum, and whose slowest pipeline
             link is busy ``occ`` per message: the fill passes every stage once and
@@ -287,18 +293,20 @@ class ShapeBounds:
             S = flush_of[m]
             fill = W / s_top + 2.0 * (P - 1) * hop
             if P > 1:
-                fill = max(fill, W / s_top + 2.0 * (P - 2) * hop + 2.0 * max(self.alpha_min + occ, slow_hop))
+                fill = max(fill, W / s_top + 2.0 * (P - 1 - n_slow) * hop + 2.0 * n_slow * max(self.alpha_min + occ, slow_hop))
             # rows: every link is busy at least occ_min, the slowest one occ
-            rows = (W / s_top + 4.0 * a.kappa * (max(occ, self.occ_min) + (P - 2) * self.occ_min)) / P if P > 1 else 0.0
-            tau = max(busy_P / s_top, self._busiest_row(P, s_top), W / s_sum, occ, rows)
+            rows = (W / s_top + 4.0 * a.kappa * (n_slow * max(occ, self.occ_min) + (P - 1 - n_slow) * self.occ_min)) / P if P > 1 else 0.0
+            # the two stages beside the slow link each carry a layer and 2 kappa occ
+            beside = self._w_min / s_top + 2.0 * a.kappa * occ if P > 1 else 0.0
+            tau = max(busy_P / s_top, self._busiest_row(P, s_top), W / s_sum, occ, rows, beside)
             return S * fill + (m - S) * tau
 
-        def replicas(occ: float, slow_hop: float = 0.0, desc: np.ndarray = self.speed_desc) -> float:
+        def replicas(occ: float, slow_hop: float = 0.0, desc: np.ndarray = self.speed_desc, n_slow: int = 1) -> float:
             # the busiest replica; and the one whose fastest device is slowest: the D
             # replicas' fastest devices are D different devices, so one runs at most s_D
             s_top, s_Dth, s_P = float(desc[0]), float(desc[D - 1]), float(desc[:P].sum())
-            return max(replica(m, s_top, s_P, occ, slow_hop),
-                       replica(m_light, s_Dth, min(P * s_Dth, s_P), occ, slow_hop))
+            return max(replica(m, s_top, s_P, occ, slow_hop, n_slow),
+                       replica(m_light, s_Dth, min(P * s_Dth, s_P), occ, slow_hop, n_slow))
 
         def work(desc: np.ndarray) -> float:
             """Work over the D P speeds ``desc`` (fastest first), with the bubble: replica
@@ -309,6 +317,33 @@ class ShapeBounds:
             u = np.arange(1, D * P + 1)
             bubble = float(((M - D + u) * W / np.cumsum(desc[: D * P])).min()) + 2.0 * (P - 1) * hop
             return max(M * W / float(desc[: D * P].sum()), bubble)
+
+        def split_work(desc: np.ndarray, k_max: int, f_s: float, occ_z: float) -> float:
+            """Least T at which k <= k_max whole replicas (bubble capacity on the fastest
+            k P speeds) and D - k split ones (fill >= f_s, period >= occ_z, so at most
+            1 + (T - f_s) / occ_z micro-batches each) can run M micro-batches."""
+            top = desc[: k_max * P]
+            ks = np.arange(k_max + 1)
+            two_h = 2.0 * (P - 1) * hop
+
+            def capacity(T: float) -> float:
+                pos = np.concatenate([[0.0], np.cumsum(np.maximum(0.0, (T - two_h) * top / W - 1.0))])
+                g = 1.0 + (T - f_s) / max(occ_z, 1e-300)
+                return float((ks + pos[ks * P] + (D - ks) * g).max())
+
+            lo = f_s
+            if capacity(lo) >= M:
+                return lo
+            hi = 2.0 * lo
+            while capacity(hi) < M:
+                hi *= 2.0
+            for _ in range(40):          # capacity(lo) < M throughout: lo stays a valid bound
+                mid = 0.5 * (lo + hi)
+                if capacity(mid) >= M:
+                    hi = mid
+                else:
+                    lo = mid
+            return lo
 
         # ---- compute: work spread over the D P fastest devices; the replicas' periods
         compute = work(self.speed_desc)
@@ -360,35 +395,67 @@ class ShapeBounds:
         # different ones and every ring (one device per replica) has such a link; if
         # every ring does, every replica has one; otherwise some replica and some ring
         # have one (that ring still carries a stage of at least one layer).
-        T_merge = INF
         R0 = 0.0
         if D > 1:
             b1 = float(lv[min(tiers.first_fit(D), len(lv) - 1)])
             R0 = max(ring_s, cring * N_big * b1 + 2.0 * (D - 1) * self._slow_link(b1)[0])
-        for t in range(tiers.first_fit(D * P), len(lv)):
-            desc = self._profile(t, D * P)
-            base = max(work(desc), replicas(0.0, 0.0, desc))
-            if base + R0 >= T_merge:
-                continue
-            if D * P == 1:
-                T_merge = min(T_merge, base)
-                continue
-            z = float(lv[t])
-            alpha_z, hop_z = self._slow_link(z)
-            ring_lat_z = 2.0 * (D - 1) * alpha_z
-            ring_one = max(R0, cring * self._n_min * z + ring_lat_z) if D > 1 else R0
-            ring_all = max(R0, cring * N_big * z + ring_lat_z) if D > 1 else R0
-            rep_one = max(base, replica(m_light, float(desc[0]), float(desc[:P].sum()), A * z, hop_z)) if P > 1 else base
-            rep_all = max(base, replicas(A * z, hop_z, desc)) if P > 1 else base
-            if t == 0:                      # every link is at least as slow as the lowest tier
-                cases = [rep_all + ring_all]
-            elif P == 1:
-                cases = [base + ring_all]
-            elif D == 1:
-                cases = [rep_all]
-            else:
-                cases = [rep_all + R0, base + ring_all, rep_one + ring_one]
-            T_merge = min(T_merge, min(cases))
+
+        def penalties(kind: str, z: float) -> tuple[float, float, float, float]:
+            """(occupancy, hop, ring with the heaviest stage, ring with one layer) of a
+            link no better than z: z a bandwidth tier (1/beta), or a hop tier
+            (alpha + A/beta; a ring pays 2(D-1) alpha + c N / beta >= k hop with
+            k = min(2(D-1), c N / A))."""
+            if kind == "bandwidth":
+                alpha_z, hop_z = self._slow_link(z)
+                lat = 2.0 * (D - 1) * alpha_z
+                return A * z, hop_z, cring * N_big * z + lat, cring * self._n_min * z + lat
+            k_big, k_one = min(2.0 * (D - 1), cring * N_big / A), min(2.0 * (D - 1), cring * self._n_min / A)
+            return self.occ_min, z, k_big * z, k_one * z
+
+        def merge(kind: str) -> float:
+            mt = tiers if kind == "bandwidth" else self.hop_tiers
+            T_merge = INF
+            for t in range(mt.first_fit(D * P), len(mt.levels)):
+                desc = self._profile(kind, mt, t, D * P)
+                base = max(work(desc), replicas(0.0, 0.0, desc))
+                if base + R0 >= T_merge:
+                    continue
+                if D * P == 1:
+                    T_merge = min(T_merge, base)
+                    continue
+                z = float(mt.levels[t])
+                occ_z, hop_z, ring_big, ring_small = penalties(kind, z)
+                ring_one = max(R0, ring_small) if D > 1 else R0
+                ring_all = max(R0, ring_big) if D > 1 else R0
+                rep_one = max(base, replica(m_light, float(desc[0]), float(desc[:P].sum()), occ_z, hop_z)) if P > 1 else base
+                rep_all = max(base, replicas(occ_z, hop_z, desc)) if P > 1 else base
+                if t == 0:                      # every link is at least as slow as the lowest tier
+                    cases = [rep_all + ring_all]
+                elif P == 1:
+                    cases = [base + ring_all]
+                elif D == 1:
+                    cases = [rep_all]
+                else:
+                    # every ring inside one component of tier t-1: the rings need c of them
+                    # (largest first), and every replica, visiting every ring, crosses c-1 times
+                    hold = np.cumsum(np.sort(mt.sizes[t - 1] // D)[::-1])
+                    c = int(np.searchsorted(hold, P)) + 1
+                    n_cross = min(P - 1, max(1, c - 1))
+                    rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) if c <= len(hold) else INF)
+                    cases = [rep_cross + R0, base + ring_all]
+                    mixed = rep_one + ring_one
+                    if kind == "bandwidth" and mixed < min(min(cases), T_merge):
+                        # some replica is split but not every one: the whole ones all lie in
+                        # one component of tier t-1 (two of them elsewhere would split every
+                        # ring), so at most k_max of them; each split one pays its slow hop
+                        k_max = min(D - 1, int(mt.largest[t - 1]) // P)
+                        f_s = W / float(desc[0]) + 2.0 * (P - 2) * hop + 2.0 * hop_z
+                        mixed = max(rep_one, split_work(desc, k_max, f_s, occ_z)) + ring_one
+                    cases.append(mixed)
+                T_merge = min(T_merge, min(cases))
+            return T_merge
+
+        T_merge = max(merge("bandwidth"), merge("hop"))
         T = max(T_compute, T_tiers, T_sorted, T_merge)
         by = ("compute" if T == T_compute else "tiers" if T == T_tiers
               else "sorted tiers" if T == T_sorted else "merge tier")

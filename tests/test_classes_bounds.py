@@ -15,6 +15,7 @@ import pytest
 from geotrain_opt import evaluate, instance_from_dict, objective as objmod
 from geotrain_opt.bounds import ShapeBounds, _min_max_partition, instance_bound, shape_bounds
 from geotrain_opt.cli import main
+from geotrain_opt.errors import GeoTrainError
 from geotrain_opt.evaluator import BatchEvaluator
 from geotrain_opt.generate import generate, small
 from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
@@ -187,6 +188,31 @@ def test_shape_bounds_are_below_random_and_constructive_plans(name):
         if np.isfinite(v.min()):
             tight.append(bound / v.min())
     assert tight and max(tight) > 0.5        # the bound is not vacuous
+
+
+def test_merge_tier_bounds_below_brute_force_on_multi_region_tiny_instances():
+    """The merge-tier, bubble and slow-link bounds against the brute-force optimum of
+    every shape, on tiny instances of 2-3 regions (three link tiers at least)."""
+    checked = tiers_used = 0
+    for seed in range(300, 420):
+        try:
+            d = generate("tiny", 4 + seed % 3, seed)
+        except GeoTrainError:       # a memory-tight draw that fits nowhere
+            continue
+        if len({dev["region"] for dev in d["devices"]}) < 2:
+            continue
+        d["objective"]["kind"] = "time"
+        inst = instance_from_dict(d)
+        ev = BatchEvaluator(inst)
+        for (D, P), b in shape_bounds(inst).items():
+            best = np.inf
+            for grid, cuts, mb in enumerate_shape(inst, D, P):
+                r = ev(grid, cuts, mb)
+                best = min(best, float(np.where(r.acceptable, r.time_s, np.inf).min()))
+            assert b.value <= best * (1 + 1e-9), (seed, D, P, b, best)
+            checked += 1
+            tiers_used += b.by == "merge tier"
+    assert checked >= 300 and tiers_used >= 30
 
 
 @pytest.mark.parametrize("n", [64, 256])

@@ -1,0 +1,96 @@
+"""Stress check of the shape bounds (geotrain_opt/bounds.py): for every feasible shape
+of the given instances, the constructive plans, plans inside fast components and
+random perturbations of them (device swaps, random cuts, random splits) are
+evaluated; no plan may beat its shape's bound. Prints the count of plans checked,
+the violations (must be 0) and the tightest ratio bound / best plan per instance.
+
+    python benchmarks/bound_validity.py [--perturb 64] [--geo 64,256]
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+
+import numpy as np
+
+from geotrain_opt import instance_from_dict, objective as objmod
+from geotrain_opt.bounds import shape_bounds
+from geotrain_opt.evaluator import BatchEvaluator
+from geotrain_opt.generate import generate
+from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
+from geotrain_opt.instance import load_instance
+
+
+def check(name: str, inst, perturb: int, rng: np.random.Generator) -> tuple[int, int, float]:
+    a = inst.arrays
+    ev = BatchEvaluator(inst)
+    sb = shape_bounds(inst)
+    by_shape: dict[tuple[int, int], list] = {}
+    for D, P in sb:
+        for build in CONSTRUCTORS.values():
+            by_shape.setdefault((D, P), []).append(build(inst, D, P))
+    for grid, cuts, mb in component_plans(inst):
+        by_shape.setdefault(grid.shape, []).append((grid, cuts, mb))
+    checked = bad = 0
+    tight = 0.0
+    for (D, P), plans in by_shape.items():
+        if (D, P) not in sb:
+            continue
+        grids, cutss, mbs = [], [], []
+        for grid, cuts, mb in plans:
+            grids.append(np.asarray(grid))
+            cutss.append(np.asarray(cuts))
+            mbs.append(np.asarray(mb))
+            for _ in range(perturb // max(1, len(plans))):
+                g = np.asarray(grid).copy().reshape(-1)
+                free = np.setdiff1d(np.arange(inst.n), g)
+                for _s in range(int(rng.integers(1, 4))):
+                    i = int(rng.integers(len(g)))
+                    if len(free) and rng.random() < 0.5:
+                        k = int(rng.integers(len(free)))
+                        g[i], free[k] = free[k], g[i]
+                    else:
+                        j = int(rng.integers(len(g)))
+                        g[i], g[j] = g[j], g[i]
+                grids.append(g.reshape(D, P))
+                c = np.asarray(cuts).copy()
+                if P > 1 and rng.random() < 0.5:
+                    c = np.array([0] + sorted(rng.choice(np.arange(1, a.L), P - 1, replace=False).tolist()) + [a.L])
+                cutss.append(c)
+                m = np.asarray(mb).copy()
+                if not a.uniform and D > 1 and rng.random() < 0.5:
+                    m = np.diff([0] + sorted(rng.choice(np.arange(1, a.M), D - 1, replace=False).tolist()) + [a.M])
+                mbs.append(m)
+        r = ev(np.stack(grids), np.stack(cutss), np.stack(mbs))
+        v = np.where(r.acceptable, objmod.primary(inst.objective, r.time_s, r.energy_j), np.inf)
+        checked += len(v)
+        b = sb[D, P].value
+        if b > v.min() * (1 + 1e-9):
+            bad += 1
+            print(f"  VIOLATION {name} shape {D}x{P}: bound {b:.6g} > plan {v.min():.6g} ({sb[D, P].by})")
+        if np.isfinite(v.min()) and v.min() > 0:
+            tight = max(tight, b / v.min())
+    return checked, bad, tight
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--perturb", type=int, default=64, help="random perturbations per shape")
+    ap.add_argument("--geo", default="64,256", help="generated geo sizes to add")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = np.random.default_rng(args.seed)
+    items = [(f.rsplit("/", 1)[-1].removesuffix(".yaml"), load_instance(f)) for f in sorted(glob.glob("instances/real/*.yaml"))]
+    items += [(f"geo-{n}", instance_from_dict(generate("geo", int(n), 0))) for n in args.geo.split(",") if n]
+    print("| instance | plans checked | shapes violated | best bound / plan |")
+    print("|---|---|---|---|")
+    total_bad = 0
+    for name, inst in items:
+        checked, bad, tight = check(name, inst, args.perturb, rng)
+        total_bad += bad
+        print(f"| {name} | {checked} | {bad} | {tight:.3f} |", flush=True)
+    raise SystemExit(1 if total_bad else 0)
+
+
+if __name__ == "__main__":
+    main()
