@@ -27,9 +27,9 @@ def main() -> int:
     args = ap.parse_args()
     rows = [json.loads(l) for f in args.results for l in Path(f).read_text().splitlines() if l.strip()]
     by = defaultdict(list)
-    from geotrain_opt.solvers import BASELINES
+    from geotrain_opt.solvers import names
     for r in rows:
-        r["baseline"] = r["solver"] in BASELINES
+        r["baseline"] = r["solver"] in names("baseline")
         r["solver"] = r.get("label") or r["solver"]     # variants (suite labels) count apart
         if r.get("objective_value") is not None:
             by[r["instance_name"]].append(r)

@@ -7,7 +7,7 @@
 
 Every solver takes the same arguments and returns the same :class:`SolverResult`;
 solver-specific options are keyword arguments checked against what that solver
-takes (``solvers.OPTIONS``), so a misspelt option is an error, not ignored.
+takes (``solvers.spec(name).options``), so a misspelt option is an error, not ignored.
 """
 from __future__ import annotations
 

@@ -181,8 +181,9 @@ def _save_or_print(res, path: str | None) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     check_writable(args.out, "--out")
     inst = _instance(args)
-    if args.certify and args.solver not in ("cpsat", "milp"):
-        print(f"error: --certify: needs --solver cpsat or milp, not {args.solver}", file=sys.stderr)
+    if args.certify and not solvers.spec(args.solver).certify:
+        print(f"error: --certify: needs --solver {' or '.join(solvers.names(certify=True))}, not {args.solver}",
+              file=sys.stderr)
         return 2
     opts = _options(args, inst)
     res = solvers.get(args.solver)(inst, opts)
@@ -321,13 +322,42 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _results(args: argparse.Namespace) -> list[dict]:
+    from .report import load_rows
+    if not args.results:
+        raise GeoTrainError("plot --kind scaling: needs --results (a bench JSONL)")
+    return load_rows(args.results)
+
+
+def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
+    """The figures of one instance; what they show (fronts, a plan) is computed
+    here, so that plots.py only draws."""
+    from . import plots
+    if args.kind == "pareto":
+        from .fronts import front_points, pareto_front
+        fronts, proven = {}, set()
+        for s in args.solvers.split(","):
+            res = pareto_front(inst, s, solvers.SolveOptions(time_limit_s=args.time_limit), points=50)
+            fronts[s] = front_points(res)
+            if res.pareto and all(r.status == "optimal" for r in res.pareto):
+                proven.add(s)
+        return plots.pareto(inst, fronts, args.out, proven)
+    p = Plan.load(args.plan) if args.plan else None
+    if p is not None:
+        p.grid_indices(inst.index)       # a plan of another instance: a clear PlanError
+    if args.kind == "gantt":
+        if p is None:
+            p = solvers.get("memetic")(inst, solvers.SolveOptions(time_limit_s=args.time_limit)).plan
+        return plots.gantt(inst, p, args.out)
+    return plots.region_map(inst, p, args.out)
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from . import plots
     for ext in (".png", ".svg"):
         check_writable(plots.out_stem(args.out) + ext, "--out")
     inst = load_instance(args.instance)
-    written = plots.plot_instance(inst, args.kind, args.out, results=args.results, plan=args.plan,
-                                  solvers=args.solvers.split(","), time_limit=args.time_limit)
+    written = plots.scaling(_results(args), args.out) if args.kind == "scaling" else _plot_instance(inst, args)
     if args.json:
         print(json.dumps({"written": written}))
     else:

@@ -22,6 +22,7 @@ FORMATS = ("mps", "lp", "cpsat")
 def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> dict[str, Any]:
     """Build the (D, P) model and write it; returns its size and units."""
     from .solvers.exact import RES_BITS, run_model
+    from .solvers.formulation import BuildSpec
     if fmt not in FORMATS:
         raise SolverError(f"--format: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     shapes = feasible_shapes(inst)
@@ -31,7 +32,7 @@ def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> 
     ref = smallest_feasible_plan(inst)
     ev = evaluate(inst, ref) if ref is not None else None
     T_ref, E_ref = (ev.time_s, ev.energy_j) if ev is not None else (1.0, 1000.0)
-    units = dict(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS, cutoff=None)
+    units = BuildSpec(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS)
     path = Path(path)
     if fmt == "cpsat":
         from .solvers.cpsat import CpSatBackend
@@ -40,9 +41,9 @@ def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> 
         if not be.m.ExportToFile(str(path)):
             raise SolverError(f"--out: cannot write {path}")
         return {"format": "cpsat", "variables": len(proto.variables), "constraints": len(proto.constraints),
-                "t_unit_s": units["t_unit"], "e_unit_j": units["e_unit"], "text": path.suffix == ".pbtxt"}
+                "t_unit_s": units.t_unit, "e_unit_j": units.e_unit, "text": path.suffix == ".pbtxt"}
     from .solvers.milp import PulpBackend
-    units = dict(units, t_unit=units["t_unit"] * 2.0 ** RES_BITS, e_unit=units["e_unit"] * 2.0 ** RES_BITS)
+    units = units.scaled(2.0 ** RES_BITS)
     be, _, _ = run_model(PulpBackend, inst, D, P, units)
     try:
         if fmt == "mps":
@@ -52,4 +53,4 @@ def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> 
     except OSError as e:
         raise SolverError(f"--out: cannot write {path}: {e.strerror or e}") from None
     return {"format": fmt, "variables": be.m.numVariables(), "constraints": be.m.numConstraints(),
-            "t_unit_s": units["t_unit"], "e_unit_j": units["e_unit"]}
+            "t_unit_s": units.t_unit, "e_unit_j": units.e_unit}

@@ -39,19 +39,16 @@ def front_points(res: SolverResult) -> list[tuple[float, float]]:
 def _front(inst: Instance, solver: str, opts: SolveOptions, points: int) -> SolverResult:
     start = time.perf_counter()
     solvers.check_options(solver, opts.extra)
-    if solver in ("bruteforce", "memetic"):
-        opts = replace(opts, extra=dict(opts.extra, pareto=True))   # a copy: the caller's options stay as given
-    if solver == "bruteforce":
-        res = solvers.get("bruteforce")(inst.with_options(kind="time"), opts)
-        res.pareto = res.pareto[:points] if points else res.pareto
-        return res
-    if solver == "memetic":
-        res = solvers.get("memetic")(inst, opts)
+    mode = solvers.spec(solver).pareto
+    if mode is None:
+        raise SolverError(f"pareto: solver {solver!r} has no Pareto mode "
+                          f"(use {', '.join(solvers.names(pareto=True))})")
+    if mode == "native":
+        # the solver returns its own front; the run is on a copy of the caller's options
+        res = solvers.get(solver)(inst.with_options(kind="time"), replace(opts, extra=dict(opts.extra, pareto=True)))
         res.objective = "pareto"
         res.pareto = res.pareto[:points] if points else res.pareto
         return res
-    if solver not in solvers.EXACT:
-        raise SolverError(f"pareto: solver {solver!r} has no Pareto mode (use cpsat, milp, bruteforce or memetic)")
     solve = solvers.get(solver)
     front: list[SolverResult] = []
     status = "optimal"

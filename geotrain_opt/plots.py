@@ -138,31 +138,3 @@ def region_map(inst: Instance, plan: Plan | None, out: str | Path) -> list[str]:
     ax.set_ylabel("latitude")
     ax.set_title(f"{inst.name}: selected GPUs per region (red: pipeline hops between regions)")
     return _save(fig, out)
-
-
-def plot_instance(inst: Instance, kind: str, out: str, results: str | None = None, plan: str | None = None,
-                  solvers: list[str] | None = None, time_limit: float = 30.0) -> list[str]:
-    if kind == "pareto":
-        from .fronts import pareto_front
-        from .solvers import SolveOptions
-        fronts, proven = {}, set()
-        for s in solvers or ["cpsat", "memetic"]:
-            res = pareto_front(inst, s, SolveOptions(time_limit_s=time_limit), points=50)
-            fronts[s] = [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto]
-            if all(r.status == "optimal" for r in res.pareto) and res.pareto:
-                proven.add(s)
-        return pareto(inst, fronts, out, proven)
-    if kind == "scaling":
-        from .report import load_rows
-        if not results:
-            raise GeoTrainError("plot --kind scaling: needs --results (a bench JSONL)")
-        return scaling(load_rows(results), out)
-    p = Plan.load(plan) if plan else None
-    if p is not None:
-        p.grid_indices(inst.index)       # a plan of another instance: a clear PlanError
-    if kind == "gantt":
-        if p is None:
-            from .solvers import SolveOptions, get
-            p = get("memetic")(inst, SolveOptions(time_limit_s=time_limit)).plan
-        return gantt(inst, p, out)
-    return region_map(inst, p, out)

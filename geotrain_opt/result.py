@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,25 @@ from .instance import Instance
 from .plan import Plan
 from .provenance import RESULT_SCHEMA, provenance
 
-STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "unknown", "heuristic", "partial", "refused", "error")
+class Status(str, Enum):
+    """How a run ended. A ``str`` too, so ``res.status == "optimal"`` and JSON keep working."""
+
+    OPTIMAL = "optimal"          # proven optimal (exact solvers)
+    FEASIBLE = "feasible"        # a plan, not proven optimal, by an exact solver
+    INFEASIBLE = "infeasible"    # proven: no plan meets the constraints
+    TIME_LIMIT = "time_limit"    # an exact solver stopped at its limit
+    UNKNOWN = "unknown"          # no plan found, nothing proven
+    HEURISTIC = "heuristic"      # a plan from a heuristic (never a proof)
+    PARTIAL = "partial"          # a front cut at the requested number of points
+    REFUSED = "refused"          # the solver declined the instance (e.g. too many plans)
+    ERROR = "error"              # the run crashed (bench rows)
+
+    # plain strings in f-strings and str() on every Python (3.12 changed Enum formatting)
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+STATUSES = tuple(s.value for s in Status)
 
 
 @dataclass
@@ -29,6 +48,9 @@ class SolverResult:
     stats: dict[str, Any] = field(default_factory=dict)
     pareto: list["SolverResult"] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=provenance)
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)     # a misspelt status is an error here, not a silent new value
 
     @property
     def gap(self) -> float | None:

@@ -8,14 +8,14 @@ import pytest
 from geotrain_opt import evaluate, load_instance
 from geotrain_opt.bench import load_suite, run_suite
 from geotrain_opt.report import load_rows, markdown, summarize
-from geotrain_opt.solvers import BASELINES, SolveOptions, get
+from geotrain_opt.solvers import SolveOptions, get, names
 
 from .conftest import INSTANCES
 
 SMALL = [INSTANCES / "demo-8gpu.yaml", INSTANCES / "real" / "mixed-gen-3region-16.yaml"]
 
 
-@pytest.mark.parametrize("solver", BASELINES)
+@pytest.mark.parametrize("solver", names("baseline"))
 @pytest.mark.parametrize("path", SMALL, ids=lambda p: p.stem)
 def test_baseline_plans_are_feasible_and_reevaluate(solver, path):
     inst = load_instance(path)
@@ -149,8 +149,8 @@ def test_rows_are_keyed_by_content_not_path(tmp_path, monkeypatch):
 
 
 def test_a_crashing_run_becomes_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    from geotrain_opt import solvers
-    monkeypatch.setitem(solvers._REGISTRY, "crash", "tests.crash_solver")
+    from geotrain_opt.solvers import registry
+    monkeypatch.setitem(registry._SPECS, "crash", registry.SolverSpec("crash", "tests.crash_solver", "baseline"))
     suite = tmp_path / "s.yaml"
     suite.write_text(f"name: c\ntime_limit: 2\nseeds: [0]\ninstances: [{INSTANCES / 'tiny-4gpu-2region.yaml'}]\n"
                      "solvers: [crash, greedy]\n")

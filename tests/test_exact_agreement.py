@@ -7,6 +7,7 @@ from geotrain_opt import evaluate, instance_from_dict
 from geotrain_opt.generate import generate
 from geotrain_opt.objective import primary
 from geotrain_opt.solvers import SolveOptions, get
+from geotrain_opt.solvers.formulation import BuildSpec
 from geotrain_opt.construct import plan_count
 
 SEEDS = list(range(30))
@@ -85,7 +86,7 @@ def test_cpsat_matches_milp_on_a_12_gpu_shape():
     from geotrain_opt.generate import small
     from geotrain_opt.solvers import cpsat, milp
     inst = instance_from_dict(small(12, 0))
-    units = dict(t_unit=2.0 ** -30, e_unit=1000 * 2.0 ** -30, cutoff=None)
+    units = BuildSpec(t_unit=2.0 ** -30, e_unit=1000 * 2.0 ** -30)
     a = cpsat.run_shape(inst, 2, 4, units, 120, SolveOptions(), None)
     b = milp.run_shape(inst, 2, 4, units, 120, SolveOptions(), None)
     assert a.status == b.status == "optimal"

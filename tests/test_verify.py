@@ -46,7 +46,7 @@ def test_bundled_small_instances_are_consistent():
 
 
 def test_a_lying_solver_is_caught():
-    solvers.register("liar", "tests.liar_solver")
+    solvers.register("liar", "tests.liar_solver", kind="exact")
     inst = load_instance(INSTANCES / "tiny-4gpu-2region.yaml")
     v = verify_instance(inst, ["bruteforce", "liar"], time_limit_s=10)
     text = " | ".join(v.inconsistencies)

@@ -1,26 +1,12 @@
-"""Solver registry: every entry takes (instance, SolveOptions) and returns a SolverResult."""
+"""The solvers: every one takes (instance, SolveOptions) and returns a SolverResult.
+
+The built-in entries of the registry (registry.py) and the option checker."""
 from __future__ import annotations
 
-from importlib import import_module
-
 from ..errors import SolverError
-from .base import SolveOptions, SolverFn
+from .base import SolveOptions
+from .registry import SolverSpec, get, names, register, spec
 
-# name -> "module" holding ``solve`` or "module:function"; imported lazily so that
-# `evaluate` never pays for OR-Tools.
-_REGISTRY = {
-    "bruteforce": "geotrain_opt.solvers.bruteforce",
-    "cpsat": "geotrain_opt.solvers.cpsat",
-    "milp": "geotrain_opt.solvers.milp",
-    "memetic": "geotrain_opt.solvers.memetic",
-    "random-search": "geotrain_opt.solvers.random_search",
-    "simulated-annealing": "geotrain_opt.solvers.annealing",
-    "plain-ga": "geotrain_opt.solvers.plain_ga",
-    "megatron-uniform": "geotrain_opt.solvers.baselines:megatron_uniform",
-    "proportional": "geotrain_opt.solvers.baselines:proportional",
-    "greedy": "geotrain_opt.solvers.baselines:greedy",
-    "dtfm": "geotrain_opt.solvers.dtfm",
-}
 # An option's kind: the Python types it takes, and for a choice its allowed values.
 _INT, _NUM, _BOOL, _STR, _LIST = (int,), (int, float), (bool,), (str,), (list, tuple)
 _MEMETIC: dict[str, tuple] = {
@@ -29,51 +15,32 @@ _MEMETIC: dict[str, tuple] = {
     "islands": _INT, "island_backend": _STR, "dask": _STR, "parallel": _BOOL, "migration_interval": _INT,
     "migrants": _INT, "seeding": _BOOL, "seed_solvers": _LIST, "max_evaluations": _INT, "pareto": _BOOL}
 _SEARCH = {"max_evaluations": _INT, "batch": _INT}
-# name -> the keys its ``SolveOptions.extra`` understands, with their types: a typo
-# or a wrong type is a one-line error, not ignored (None: not checked)
-OPTIONS: dict[str, dict[str, tuple] | None] = {
-    "bruteforce": {"pareto": _BOOL},
-    "cpsat": {"cpsat_search": _STR, "exact_model": _STR},
-    "milp": {"milp_solver": _STR, "exact_model": _STR},
-    "memetic": _MEMETIC,
-    "plain-ga": _MEMETIC,
-    "random-search": _SEARCH,
-    "simulated-annealing": _SEARCH,
-    "megatron-uniform": {},
-    "proportional": {},
-    "greedy": {},
-    "dtfm": {"population": _INT, "offspring": _INT, "shape": _LIST, "dtfm_activation_gb": _NUM,
-             "dtfm_gradient_gb": _NUM},
-}
 _CHOICES = {"island_backend": ("inline", "processes", "dask"), "cpsat_search": ("fixed", "auto"),
             "exact_model": ("auto", "devices", "classes"),
             "crossover": None, "mutations": None, "ls_moves": None}
-BASELINES = ("dtfm", "megatron-uniform", "proportional", "greedy", "random-search", "simulated-annealing", "plain-ga")
-EXACT = ("bruteforce", "cpsat", "milp")
 
-
-def names() -> list[str]:
-    return list(_REGISTRY)
-
-
-def get(name: str) -> SolverFn:
-    if name not in _REGISTRY:
-        raise SolverError(f"unknown solver {name!r} (known: {', '.join(_REGISTRY)})")
-    module, _, fn = _REGISTRY[name].partition(":")
-    return getattr(import_module(module), fn or "solve")
-
-
-def register(name: str, module: str, options: dict[str, tuple] | None = None) -> None:
-    """Add a solver; ``options``: the extra keys it takes and their types (``None``: not checked)."""
-    _REGISTRY[name] = module
-    OPTIONS[name] = options
+_S = "geotrain_opt.solvers."
+register("bruteforce", _S + "bruteforce", kind="exact", pareto="native", options={"pareto": _BOOL})
+register("cpsat", _S + "cpsat", kind="exact", pareto="epsilon", certify=True,
+         options={"cpsat_search": _STR, "exact_model": _STR})
+register("milp", _S + "milp", kind="exact", pareto="epsilon", certify=True,
+         options={"milp_solver": _STR, "exact_model": _STR})
+register("memetic", _S + "memetic", kind="heuristic", pareto="native", options=_MEMETIC)
+register("random-search", _S + "random_search", kind="baseline", options=_SEARCH)
+register("simulated-annealing", _S + "annealing", kind="baseline", options=_SEARCH)
+register("plain-ga", _S + "plain_ga", kind="baseline", options=_MEMETIC)
+register("megatron-uniform", _S + "baselines:megatron_uniform", kind="baseline", options={})
+register("proportional", _S + "baselines:proportional", kind="baseline", options={})
+register("greedy", _S + "baselines:greedy", kind="baseline", options={})
+register("dtfm", _S + "dtfm", kind="baseline",
+         options={"population": _INT, "offspring": _INT, "shape": _LIST, "dtfm_activation_gb": _NUM,
+                  "dtfm_gradient_gb": _NUM})
 
 
 def check_options(name: str, extra: dict) -> None:
     """One-line error for an option the solver does not take, or of the wrong type
     (a typo would otherwise be ignored, a string would fail deep inside the solver)."""
-    get(name)
-    known = OPTIONS.get(name)
+    known = spec(name).options
     if known is None:
         return
     bad = sorted(set(extra) - set(known))
@@ -107,4 +74,4 @@ def _choice_values(key: str) -> tuple | None:
     return tuple({"crossover": CROSSOVERS, "mutations": MUTATIONS, "ls_moves": MOVES}[key])
 
 
-__all__ = ["BASELINES", "EXACT", "OPTIONS", "SolveOptions", "check_options", "get", "names", "register"]
+__all__ = ["SolveOptions", "SolverSpec", "check_options", "get", "names", "register", "spec"]

@@ -15,18 +15,20 @@ from ..heuristics import CONSTRUCTORS, seed_shapes
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
-from .base import Deadline, Incumbent, SolveOptions, finish
-from .memetic.encoding import Fitness, Genome
+from .base import Incumbent, SolveOptions, finish
+from .fitness import Fitness
+from .memetic.encoding import Genome
 from .memetic.operators import MUTATIONS
+from .termination import Termination
 
 T_START, T_END = 0.05, 1e-4
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    deadline = Deadline(opts.time_limit_s)
+    term = Termination(opts.time_limit_s, opts.extra.get("max_evaluations"), lambda: fit.evaluations)
+    deadline = term.deadline
     rng = np.random.default_rng(opts.seed)
     fit = Fitness(inst)
-    budget = opts.extra.get("max_evaluations")
     batch = int(opts.extra.get("batch", 32))
     starts = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *build(inst, D, P)))
               for D, P in seed_shapes(inst, limit=12) for build in CONSTRUCTORS.values()]
@@ -39,25 +41,25 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     inc = Incumbent(inst)
     names = list(MUTATIONS)
     steps = 0
-    while not deadline.expired and (budget is None or fit.evaluations < budget):
-        frac = fit.evaluations / budget if budget else deadline.elapsed / max(deadline.seconds, 1e-9)
-        temp = T_START * (T_END / T_START) ** min(1.0, frac)
-        nbrs = []
-        for _ in range(batch):
-            g = cur.copy()
-            g = MUTATIONS[names[int(rng.integers(len(names)))]](inst, g, rng)
-            g.invalidate()
-            nbrs.append(g)
-        fit(nbrs)
-        for g in nbrs:
-            if g.feasible:
-                inc.offer(g.to_plan(inst), *g.te)
-            delta = (g.key[0] - cur.key[0]) / max(abs(cur.key[0]), 1e-300)
-            if delta <= 0 or rng.random() < math.exp(-delta / temp):
-                cur = g
-        steps += 1
+    with term.guard():
+        while not term():
+            temp = T_START * (T_END / T_START) ** term.progress
+            nbrs = []
+            for _ in range(batch):
+                g = cur.copy()
+                g = MUTATIONS[names[int(rng.integers(len(names)))]](inst, g, rng)
+                g.invalidate()
+                nbrs.append(g)
+            fit(nbrs)
+            for g in nbrs:
+                if g.feasible:
+                    inc.offer(g.to_plan(inst), *g.te)
+                delta = (g.key[0] - cur.key[0]) / max(abs(cur.key[0]), 1e-300)
+                if delta <= 0 or rng.random() < math.exp(-delta / temp):
+                    cur = g
+            steps += 1
     if cur.feasible:
         inc.offer(cur.to_plan(inst), *cur.te)
     status = "heuristic" if inc.plan is not None else "unknown"
     return finish("simulated-annealing", inst, opts, inc.plan, status, deadline,
-                  stats={"evaluations": fit.evaluations, "steps": steps})
+                  stats={"evaluations": fit.evaluations, "steps": steps, "interrupted": term.interrupted})

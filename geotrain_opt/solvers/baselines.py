@@ -18,7 +18,7 @@ from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
 from .base import Deadline, Incumbent, SolveOptions, finish
-from .memetic.encoding import Fitness
+from .fitness import Fitness
 
 
 def all_gpu_shapes(inst: Instance) -> list[tuple[int, int]]:

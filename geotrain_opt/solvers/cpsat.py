@@ -17,6 +17,7 @@ from ..result import SolverResult
 from . import formulation
 from .base import SolveOptions
 from .exact import ShapeOutcome, run_model, solve_exact
+from .formulation import BuildSpec
 
 _EPS = 1e-9
 
@@ -178,9 +179,9 @@ def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     return solver
 
 
-def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
+def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, opts: SolveOptions,
               hint: Plan | None) -> ShapeOutcome:
-    be, shape, src = run_model(CpSatBackend, inst, D, P, kw)
+    be, shape, src = run_model(CpSatBackend, inst, D, P, spec)
     _hint(be, inst, shape, hint)
     # Branch on the plan (assignment, layers, split) before the derived times: the
     # default portfolio branches on huge integer time domains and can stall for
@@ -189,9 +190,9 @@ def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: So
     decisions += list(shape.n_layers) if shape.n_layers is not None else list(shape.y.values())
     decisions += [b for row in (shape.mb or []) for b in row]
     be.m.add_decision_strategy(decisions, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
-    kind = kw.get("objective") or inst.objective.kind
+    kind = spec.objective or inst.objective.kind
     obj = replace(src.objective, kind=kind)
-    time_cap = kw.get("time_cap")
+    time_cap = spec.time_cap
     t_end = time.perf_counter() + seconds
     best: Plan | None = None
     best_val = math.inf

@@ -39,7 +39,7 @@ instance as DT-FM derives its constants: activations of ``B/D`` sequences
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -49,8 +49,9 @@ from ..evaluator import evaluate
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
-from .base import Deadline, Incumbent, SolveOptions, finish
+from .base import Incumbent, SolveOptions, finish
 from .baselines import all_gpu_shapes
+from .termination import Termination
 
 POPULATION = 100
 OFFSPRING = 4900
@@ -323,7 +324,7 @@ def local_search(labels: np.ndarray, cpp: np.ndarray, D: int, P: int, rng: np.ra
     return states[m]
 
 
-def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, deadline: Deadline,
+def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, stop: Callable[[], bool],
          population: int = POPULATION, offspring: int = OFFSPRING) -> tuple[np.ndarray, dict[str, Any]]:
     """DT-FM's steady-state memetic search; returns the best partition ever seen."""
     D, P = cost.D, cost.P
@@ -332,7 +333,7 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, deadline
     pop = [base[rng.permutation(n)] for _ in range(population)]
     fit = []
     for x in pop:        # the initial population alone can outlast a short time limit
-        if fit and deadline.expired:
+        if fit and stop():
             break
         fit.append(cost.evaluate(_groups(x, devices, P))[0])
     pop = pop[: len(fit)]
@@ -341,7 +342,7 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, deadline
     best, best_cost = pop[best_i].copy(), fit[best_i]
     made = 0
     for made in range(1, offspring + 1):
-        if deadline.expired:
+        if stop():
             break
         i, j = int(rng.integers(population)), int(rng.integers(population))
         child = crossover(pop[i], pop[j], D, P, rng)
@@ -356,31 +357,39 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, deadline
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    deadline = Deadline(opts.time_limit_s)
+    term = Termination(opts.time_limit_s)
     rng = np.random.default_rng(opts.seed)
     extra = opts.extra
     shapes = [tuple(extra["shape"])] if "shape" in extra else all_gpu_shapes(inst)
-    M, L = inst.model.num_micro_batches, inst.model.layers
-    a = inst.arrays
     inc = Incumbent(inst)
     stats: dict[str, Any] = {"shapes": []}
-    for i, (D, P) in enumerate(shapes):
-        if deadline.expired:
-            break
-        # every GPU when D x P = n (DT-FM's assertion); else the fastest D x P
-        devices = np.sort(np.argsort(-a.speed, kind="stable")[:D * P])
-        sa, sg = message_sizes(inst, D, P, extra)
-        cost = DtfmCost(inst, D, P, sa, sg)
-        share = Deadline(deadline.remaining / (len(shapes) - i))
-        groups, info = gcma(cost, devices, rng, share, int(extra.get("population", POPULATION)),
-                            int(extra.get("offspring", OFFSPRING)))
-        total, dp, pp2, _ = cost.evaluate(groups)
-        plan = Plan.from_indices(inst.ids, cost.grid(groups), uniform_cuts(L, P), split_micro_batches(M, D))
-        ev = evaluate(inst, plan)
-        row = {"D": D, "P": P, "dtfm_cost_s": total, "dtfm_dp_s": dp, "dtfm_pp_s": pp2,
-               "candidates": info["candidates"], "T": ev.time_s, "acceptable": ev.acceptable}
-        stats["shapes"].append(row)
-        if ev.acceptable and inc.offer(plan, ev.time_s, ev.energy_j):
-            stats.update({k: row[k] for k in ("dtfm_cost_s", "dtfm_dp_s", "dtfm_pp_s", "candidates")})
+    with term.guard():     # Ctrl-C: the best plan of the shapes searched so far
+        for i, (D, P) in enumerate(shapes):
+            if term():
+                break
+            _search_shape(inst, opts, D, P, Termination(term.deadline.remaining / (len(shapes) - i)), rng, inc, stats)
+    stats["interrupted"] = term.interrupted
     status = "heuristic" if inc.plan is not None else "unknown"
-    return finish("dtfm", inst, opts, inc.plan, status, deadline, stats=stats)
+    return finish("dtfm", inst, opts, inc.plan, status, term.deadline, stats=stats)
+
+
+def _search_shape(inst: Instance, opts: SolveOptions, D: int, P: int, share: Termination,
+                  rng: np.random.Generator, inc: Incumbent, stats: dict[str, Any]) -> None:
+    """GCMA on one shape, scored by DT-FM's cost; the plan offered under our model."""
+    extra = opts.extra
+    M, L = inst.model.num_micro_batches, inst.model.layers
+    a = inst.arrays
+    # every GPU when D x P = n (DT-FM's assertion); else the fastest D x P
+    devices = np.sort(np.argsort(-a.speed, kind="stable")[:D * P])
+    sa, sg = message_sizes(inst, D, P, extra)
+    cost = DtfmCost(inst, D, P, sa, sg)
+    groups, info = gcma(cost, devices, rng, share, int(extra.get("population", POPULATION)),
+                        int(extra.get("offspring", OFFSPRING)))
+    total, dp, pp2, _ = cost.evaluate(groups)
+    plan = Plan.from_indices(inst.ids, cost.grid(groups), uniform_cuts(L, P), split_micro_batches(M, D))
+    ev = evaluate(inst, plan)
+    row = {"D": D, "P": P, "dtfm_cost_s": total, "dtfm_dp_s": dp, "dtfm_pp_s": pp2,
+           "candidates": info["candidates"], "T": ev.time_s, "acceptable": ev.acceptable}
+    stats["shapes"].append(row)
+    if ev.acceptable and inc.offer(plan, ev.time_s, ev.energy_j):
+        stats.update({k: row[k] for k in ("dtfm_cost_s", "dtfm_dp_s", "dtfm_pp_s", "candidates")})

@@ -41,7 +41,7 @@ class ShapeOutcome:
         self.status, self.plan, self.bound = status, plan, bound
 
 
-# A back end runs one model: (inst, D, P, kwargs for formulation.build, seconds, opts, hint)
+# A back end runs one model: (inst, D, P, formulation.BuildSpec, seconds, opts, hint)
 Runner = Callable[..., ShapeOutcome]
 
 
@@ -89,13 +89,13 @@ def _constructive(inst: Instance, shapes, deadline: Deadline) -> tuple[dict, lis
     return best, plans
 
 
-def _run_bounded(run: Runner, inst: Instance, D: int, P: int, kw: dict, seconds: float,
+def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.BuildSpec, seconds: float,
                  opts: SolveOptions, hint: Plan | None) -> ShapeOutcome:
     """One model run whose building, too, ends with its slice of time: at
     thousands of devices the model alone would take minutes to state."""
     end = time.perf_counter() + seconds
     try:
-        return run(inst, D, P, dict(kw, stop=lambda: time.perf_counter() > end), seconds, opts, hint)
+        return run(inst, D, P, spec.but(stop=lambda: time.perf_counter() > end), seconds, opts, hint)
     except formulation.BuildTimeout:
         return ShapeOutcome("unknown", None, None)
 
@@ -122,7 +122,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     T_ref = ref.time_s if ref else 1.0
     E_ref = ref.energy_j if ref else 1000.0
     model = model_kind(inst, opts)
-    units = dict(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS, classes=model == "classes")
+    units = formulation.BuildSpec(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS,
+                                  classes=model == "classes")
     obj = inst.objective
     # promising shapes first: their optima become cutoffs that prune the rest
     shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[0] * s[1]))
@@ -141,7 +142,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
             open_shapes.pop((D, P), None)
             return
         t0 = time.perf_counter()
-        out = _run_bounded(run, inst, D, P, dict(units, cutoff=cutoff), seconds, opts, inc.plan)
+        out = _run_bounded(run, inst, D, P, units.but(cutoff=cutoff), seconds, opts, inc.plan)
         log.append({"D": D, "P": P, "status": out.status, "seconds": round(time.perf_counter() - t0, 3),
                     "budget_s": round(seconds, 2), "bound": sbound[D, P].value})
         if opts.progress:      # one line per shape on stderr: long proofs show where they are
@@ -198,12 +199,11 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
             if budget <= 0:
                 tie_break = "time limit"
                 break
-            cap = dict(units, objective=tie_kind)
             # the cap must admit the optimal plan despite the integer model's over-estimate
             if obj.kind == "time":
-                cap["time_cap"] = inc.key[0] * (1 + 1e-9)
+                cap = units.but(objective=tie_kind, time_cap=inc.key[0] * (1 + 1e-9))
             else:
-                cap["energy_cap"] = inc.key[0] * (1 + 1e-6)
+                cap = units.but(objective=tie_kind, energy_cap=inc.key[0] * (1 + 1e-6))
             # no hint: a hint the capped model rejects slows CP-SAT down by orders of magnitude
             out = _run_bounded(run, inst, D, P, cap, budget, opts, None)
             if out.status not in ("optimal", "infeasible"):
@@ -225,12 +225,14 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
 
 
 def run_model(make_backend: Callable[[], Any], inst: Instance, D: int, P: int,
-              kw: dict) -> tuple[Any, formulation.Shape, Instance]:
-    kw = dict(kw)
-    energy_cap = kw.pop("energy_cap", None)
+              spec: formulation.BuildSpec) -> tuple[Any, formulation.Shape, Instance]:
+    """Build the (D, P) model of ``spec`` on a new back end; returns the back end,
+    the model's variables and the instance it was stated for (the energy cap, if
+    any, becomes that instance's energy limit)."""
     src = inst
-    if energy_cap is not None:
-        src = inst.with_options(max_energy_j=min(energy_cap, inst.objective.max_energy_j or energy_cap))
+    if spec.energy_cap is not None:
+        cap = spec.energy_cap
+        src = inst.with_options(max_energy_j=min(cap, inst.objective.max_energy_j or cap))
     be = make_backend()
-    shape = formulation.build(src, D, P, be, **kw)
+    shape = formulation.build(src, D, P, be, spec)
     return be, shape, src

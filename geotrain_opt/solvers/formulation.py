@@ -11,7 +11,7 @@ stores value/unit as a continuous variable for numerical balance.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -65,21 +65,45 @@ class BuildTimeout(Exception):
     """The time limit ended while a model was still being built."""
 
 
-def build(inst: Instance, D: int, P: int, be: Backend, *, t_unit: float, e_unit: float,
-          cutoff: float | None = None, objective: str | None = None,
-          time_cap: float | None = None, symmetry: bool = True, classes: bool = False,
-          stop: Callable[[], bool] | None = None) -> Shape:
-    """State the model of formulations/model.md §3 for a fixed (D, P) on back end ``be``.
+@dataclass(frozen=True)
+class BuildSpec:
+    """How to state one (D, P) model (everything but the instance and the shape).
 
-    ``cutoff``: only plans whose objective is at most this are wanted (pruning
-    with an incumbent). ``time_cap``: extra T <= cap (tie-break phase, ε-sweeps).
-    ``classes``: the class model (formulations/exact.md §3.7): ``x`` assigns
-    slots to classes of interchangeable devices, each with its count, so the
-    model grows with the classes, not the devices.
-    ``stop``: polled once per device row (the model has O(D P n^2) terms, so
-    building alone can outlast a time limit); when it returns True the build
-    raises :class:`BuildTimeout`.
-    """
+    ``t_unit``/``e_unit``: the time and energy units (§5). ``cutoff``: only plans
+    whose objective is at most this are wanted (pruning with an incumbent).
+    ``objective``: overrides the instance's (the tie-break phase). ``time_cap``:
+    extra T <= cap (tie-break, ε-sweeps); ``energy_cap``: a tighter energy limit.
+    ``classes``: the class model (formulations/exact.md §3.7). ``stop``: polled
+    while building (the model has O(D P n^2) terms, so building alone can outlast
+    a time limit); when it returns True the build raises :class:`BuildTimeout`."""
+
+    t_unit: float
+    e_unit: float
+    cutoff: float | None = None
+    objective: str | None = None
+    time_cap: float | None = None
+    energy_cap: float | None = None
+    symmetry: bool = True
+    classes: bool = False
+    stop: Callable[[], bool] | None = None
+
+    def scaled(self, factor: float) -> "BuildSpec":
+        """The same spec with both units multiplied by ``factor``."""
+        return replace(self, t_unit=self.t_unit * factor, e_unit=self.e_unit * factor)
+
+    def but(self, **changes: Any) -> "BuildSpec":
+        return replace(self, **changes)
+
+
+def build(inst: Instance, D: int, P: int, be: Backend, spec: BuildSpec | None = None, **fields: Any) -> Shape:
+    """State the model of formulations/model.md §3 for a fixed (D, P) on back end
+    ``be``, as ``spec`` says (or a :class:`BuildSpec` of ``fields``, e.g.
+    ``t_unit=..., e_unit=...``). The energy cap of the spec is applied by the
+    caller (``exact.run_model``), which states it as the instance's limit."""
+    spec = spec if spec is not None else BuildSpec(**fields)
+    t_unit, e_unit, cutoff, objective = spec.t_unit, spec.e_unit, spec.cutoff, spec.objective
+    time_cap, symmetry, classes, stop = spec.time_cap, spec.symmetry, spec.classes, spec.stop
+
     def tick() -> None:
         if stop is not None and stop():
             raise BuildTimeout(f"building the {D}x{P} model ran out of time")

@@ -15,6 +15,7 @@ from ..result import SolverResult
 from . import formulation
 from .base import SolveOptions
 from .exact import RES_BITS, ShapeOutcome, run_model, solve_exact
+from .formulation import BuildSpec
 
 
 class PulpBackend:
@@ -152,11 +153,10 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
                                                           f"randomCbcSeed {opts.seed + 1}"])
 
 
-def run_shape(inst: Instance, D: int, P: int, kw: dict, seconds: float, opts: SolveOptions,
+def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, opts: SolveOptions,
               hint: Plan | None) -> ShapeOutcome:
     # The MILP measures time and energy in units of T_ref and E_ref (values near 1).
-    kw = dict(kw, t_unit=kw["t_unit"] * 2.0 ** RES_BITS, e_unit=kw["e_unit"] * 2.0 ** RES_BITS)
-    be, shape, _src = run_model(PulpBackend, inst, D, P, kw)
+    be, shape, _src = run_model(PulpBackend, inst, D, P, spec.scaled(2.0 ** RES_BITS))
     warm = False
     if hint is not None and hint.replicas == D and hint.stages == P:
         for var, value in formulation.hint_values(inst, shape, hint.grid_indices(inst.index)):

@@ -39,8 +39,10 @@ from ...errors import SolverError
 from ...objective import pareto_filter
 from ...plan import Plan
 from ...result import SolverResult
-from ..base import Deadline, SolveOptions, finish
-from .encoding import Fitness, Genome, default_split
+from ..base import SolveOptions, finish
+from ..fitness import Fitness
+from ..termination import Termination
+from .encoding import Genome, default_split
 from .local_search import local_search, optimize_cuts
 from .operators import CROSSOVERS, MUTATIONS, fresh_cuts
 from ...heuristics import CONSTRUCTORS, component_plans, seed_shapes
@@ -242,17 +244,13 @@ class _Evolver:
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     extra = opts.extra
     pareto = bool(extra.get("pareto"))
-    deadline = Deadline(opts.time_limit_s)
+    stop = Termination(opts.time_limit_s, extra.get("max_evaluations"), lambda: fit.evaluations,
+                       extra.get("generations"))
+    deadline, max_evals, max_gen = stop.deadline, stop.max_evaluations, stop.max_generations
     rng = np.random.default_rng(opts.seed)
     fit = Fitness(inst)
-    max_evals = extra.get("max_evaluations")
-
-    def stop() -> bool:
-        return deadline.expired or (max_evals is not None and fit.evaluations >= max_evals)
-
     rnd = random.Random(opts.seed)
     tb = build_toolbox(inst, fit, rng, extra, stop, rnd)
-    max_gen = extra.get("generations")
     shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
     all_shapes = feasible_shapes(inst)
     if not all_shapes:
@@ -276,7 +274,6 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     migrate_every = max(1, int(extra.get("migration_interval", 10)))
     migrants = max(1, int(extra.get("migrants", 2)))
     islands: list[_Island] = []
-    interrupted = False
     bar = None
     if opts.progress:
         from tqdm import tqdm
@@ -328,7 +325,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             mine = seeds if i == 0 else [seeds[int(j)] for j in irng.permutation(len(seeds))[: len(seeds) // 2]]
             islands.append(evo.start(irng, irnd, itb, hinted + mine))
     except KeyboardInterrupt:
-        interrupted = True
+        stop.interrupted = True
     say("memetic")
     # what generation 0 had evaluated when it ended (an interrupt may come before any island)
     fallback = [g for g in hinted + seeds if g.key is not None]
@@ -361,9 +358,9 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     gen = 0
     pool = None
     try:
-        if backend != "inline" and islands and not interrupted:
+        if backend != "inline" and islands and not stop.interrupted:
             pool = _IslandPool(backend, inst, cfg, seeds, opts.workers, n_islands, extra.get("dask"))
-        while islands and not interrupted and not stop() and (max_gen is None or gen < max_gen) and not all(isl.done for isl in islands):
+        while islands and not stop() and stop.generations_left(gen) and not all(isl.done for isl in islands):
             if pool is None:
                 steps = 1
                 for isl in islands:
@@ -395,7 +392,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible, refresh=False)
                 bar.update(steps)
     except KeyboardInterrupt:
-        interrupted = True
+        stop.interrupted = True
     finally:
         if bar is not None:
             bar.close()
@@ -410,7 +407,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations,
                  local_search_s=round(evo.ls_time, 3),
                  local_search_share=round(evo.ls_time / max(deadline.elapsed, 1e-9), 3),
-                 local_search_gain=evo.ls_gain, interrupted=interrupted, history=history[-200:])
+                 local_search_gain=evo.ls_gain, interrupted=stop.interrupted, history=history[-200:])
     if n_islands > 1:
         stats["island_backend"] = backend
     status = "heuristic" if plan is not None else "unknown"
@@ -437,12 +434,8 @@ def _island_epoch(ctx: tuple, isl: "_Island", steps: int, seconds: float,
     """Run one island for ``steps`` generations (or until ``seconds``/``evals``)
     wherever it is called: a pool worker or a Dask worker."""
     inst, cfg, seeds = ctx
-    deadline = Deadline(seconds)
     fit = Fitness(inst)
-
-    def stop() -> bool:
-        return deadline.expired or (evals is not None and fit.evaluations >= evals)
-
+    stop = Termination(seconds, evals, lambda: fit.evaluations)
     evo = _Evolver(inst, cfg, seeds, fit, stop)
     isl.tb = None
     for _ in range(steps):

@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 from ... import objective as objmod
-from .encoding import Fitness, Genome
+from ..fitness import Fitness
+from .encoding import Genome
 
 CUT_ENUM_LIMIT = 2000   # C(23, 3) = 1771: every 4-stage cut of a 24-layer model
 GRID_SAMPLE = 96

@@ -1,0 +1,64 @@
+"""Batched fitness of genomes: lexicographic (primary, secondary) keys with a
+penalty for plans that break memory or an ε-limit, so searches move through
+infeasible plans towards feasible ones. Shared by every search over genomes
+(memetic, annealing, random search, the greedy baselines)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import objective as objmod
+from ..evaluator import BatchEvaluator
+from ..instance import Instance
+
+if TYPE_CHECKING:
+    from .memetic.encoding import Genome
+
+PENALTY = 1e12   # added to the primary objective of plans that break memory or a limit
+
+
+class Fitness:
+    """Batched evaluation of genomes into lexicographic keys (counts evaluations)."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        self.ev = BatchEvaluator(inst)
+        self.obj = inst.objective
+        self.evaluations = 0
+
+    def keys_of(self, D: int, P: int, grids: np.ndarray, cuts: np.ndarray, mb: np.ndarray):
+        """(primary, secondary, T, E, feasible) arrays for plans of one shape."""
+        res = self.ev(grids, cuts, mb)
+        self.evaluations += len(grids)
+        T, E = res.time_s, res.energy_j
+        p = np.asarray(objmod.primary(self.obj, T, E), dtype=float)
+        s = np.asarray(objmod.secondary(self.obj, T, E), dtype=float)
+        ok = res.acceptable
+        if not ok.all():
+            cap = self.ev.a.mem_cap[grids]
+            over = np.maximum(res.memory / cap - 1.0, 0.0).max(axis=(1, 2))
+            lim = 0.0
+            if self.obj.max_time_s is not None:
+                lim = lim + np.maximum(T / self.obj.max_time_s - 1.0, 0.0)
+            if self.obj.max_energy_j is not None:
+                lim = lim + np.maximum(E / self.obj.max_energy_j - 1.0, 0.0)
+            bad = ~ok
+            p = np.where(bad, PENALTY * (1.0 + over + lim) + p, p)
+        return p, s, T, E, ok
+
+    def __call__(self, genomes: list[Genome]) -> None:
+        """Fill ``key``/``te``/``feasible`` of the genomes that lack them."""
+        todo: dict[tuple[int, int], list[Genome]] = {}
+        for g in genomes:
+            if g.key is None:
+                todo.setdefault((g.D, g.P), []).append(g)
+        for (D, P), members in todo.items():
+            grids = np.stack([m.grid for m in members])
+            cuts = np.stack([m.cuts for m in members])
+            mb = np.stack([m.mb for m in members])
+            p, s, T, E, ok = self.keys_of(D, P, grids, cuts, mb)
+            for i, m in enumerate(members):
+                m.key = (float(p[i]), float(s[i]))
+                m.te = (float(T[i]), float(E[i]))
+                m.feasible = bool(ok[i])

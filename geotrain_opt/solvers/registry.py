@@ -1,0 +1,78 @@
+"""The solver registry: every solver's name, where its code lives, what it can do
+and which options it takes. Report grouping, the Pareto dispatch, the CLI's checks
+and the option checker all read it, so a new solver is its file plus one entry
+(or one ``@register`` line above its ``solve`` in the file itself).
+
+Built-in solvers are named by module path and imported on first use, so that
+``evaluate`` and ``validate`` never pay for importing OR-Tools or DEAP.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Callable, Mapping
+
+from ..errors import SolverError
+from .base import SolverFn
+
+KINDS = ("exact", "heuristic", "baseline")
+# how a solver yields a time-energy front: "epsilon", an ε-constraint walk of proven
+# optima (fronts.py); "native", the solver returns one itself when run with pareto=True
+PARETO_MODES = ("epsilon", "native")
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    name: str
+    target: str | Callable        # "module" (its ``solve``), "module:function", or the function
+    kind: str                     # exact: proves optima; heuristic: ours; baseline: to compare with
+    pareto: str | None = None     # one of PARETO_MODES, or no front
+    certify: bool = False         # can re-prove its claim with a second engine (--certify)
+    # option key -> the Python types it takes; None: options not checked
+    options: Mapping[str, tuple] | None = field(default_factory=dict)
+
+    def load(self) -> SolverFn:
+        if callable(self.target):
+            return self.target
+        module, _, fn = self.target.partition(":")
+        return getattr(import_module(module), fn or "solve")
+
+
+_SPECS: dict[str, SolverSpec] = {}
+
+
+def register(name: str, target: str | Callable | None = None, *, kind: str = "heuristic",
+             pareto: str | None = None, certify: bool = False,
+             options: Mapping[str, tuple] | None = None) -> Callable:
+    """Add (or replace) a solver. With ``target`` omitted it is a decorator:
+    ``@register("mine", kind="baseline")`` above ``def solve(inst, opts)``.
+    ``options``: the ``SolveOptions.extra`` keys it takes and their types
+    (``None``: not checked)."""
+    if kind not in KINDS:
+        raise SolverError(f"register {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if pareto is not None and pareto not in PARETO_MODES:
+        raise SolverError(f"register {name!r}: pareto must be one of {', '.join(PARETO_MODES)} or None, got {pareto!r}")
+
+    def add(fn: str | Callable) -> str | Callable:
+        _SPECS[name] = SolverSpec(name, fn, kind, pareto, certify, options)
+        return fn
+
+    if target is None:
+        return add
+    return add(target)
+
+
+def spec(name: str) -> SolverSpec:
+    if name not in _SPECS:
+        raise SolverError(f"unknown solver {name!r} (known: {', '.join(_SPECS)})")
+    return _SPECS[name]
+
+
+def names(kind: str | None = None, *, pareto: bool = False, certify: bool = False) -> list[str]:
+    """Registered solvers, in registration order; filtered by kind and capability."""
+    return [s.name for s in _SPECS.values()
+            if (kind is None or s.kind == kind) and (not pareto or s.pareto) and (not certify or s.certify)]
+
+
+def get(name: str) -> SolverFn:
+    return spec(name).load()
