@@ -1,6 +1,6 @@
 """JSON Schemas (draft 2020-12) of the instance, plan and result files.
 
-Built from the same field lists and ranges the reader enforces (instance.py), so
+Built from the same field lists and ranges the reader enforces (instance/fields.py), so
 the published schema and the loader cannot drift apart; the files under
 ``geotrain_opt/schemas/`` are this module's output (``python -m geotrain_opt.schema
 --write``), and a test checks they are current. The reader stays the authority:

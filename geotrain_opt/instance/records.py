@@ -1,0 +1,167 @@
+"""The instance as data: the model, the devices, the options, the objective, and
+the :class:`Instance` that holds them (with its SI arrays computed on first use)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .arrays import InstanceArrays
+
+
+@dataclass(frozen=True)
+class Model:
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    ffn_hidden: int
+    global_batch: int
+    micro_batch: int
+    precision_bytes: int = 2
+    recompute: str = "none"
+    state_bytes: float = 16.0
+    grad_bytes: float = 2.0
+    preset: str | None = None
+    # per-layer multipliers on work, parameters, activations (default all 1)
+    layer_scale: tuple[tuple[float, float, float], ...] = ()
+
+    @property
+    def num_micro_batches(self) -> int:
+        return self.global_batch // self.micro_batch
+
+    # Per-layer quantities of formulations/model.md §1 (one micro-batch).
+    def layer_forward_flop(self) -> float:
+        b, s, h, f = self.micro_batch, self.seq_len, self.hidden, self.ffn_hidden
+        return b * s * (8.0 * h * h + 4.0 * h * f + 4.0 * s * h)
+
+    def layer_work_flop(self) -> float:
+        return (3 + (1 if self.recompute == "full" else 0)) * self.layer_forward_flop()
+
+    def layer_params(self) -> float:
+        h, f = self.hidden, self.ffn_hidden
+        return 4.0 * h * h + 2.0 * h * f + f + 9.0 * h
+
+    def layer_act_bytes(self) -> float:
+        b, s, h, a = self.micro_batch, self.seq_len, self.hidden, self.heads
+        if self.recompute == "full":
+            return 2.0 * s * b * h
+        return s * b * h * (34.0 + 5.0 * a * s / h)
+
+    def boundary_bytes(self) -> float:
+        return float(self.micro_batch * self.seq_len * self.hidden * self.precision_bytes)
+
+    def embedding_params(self) -> float:
+        return float(self.vocab * self.hidden + self.seq_len * self.hidden)
+
+    def head_params(self) -> float:
+        return float(self.vocab * self.hidden)
+
+    def head_work_flop(self) -> float:
+        return 3.0 * 2.0 * self.micro_batch * self.seq_len * self.hidden * self.vocab
+
+    def logits_bytes(self) -> float:
+        return 4.0 * self.micro_batch * self.seq_len * self.vocab
+
+    def total_params(self) -> float:
+        return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    type: str
+    peak_flops: float
+    efficiency: float
+    mem_bytes: float
+    busy_w: float
+    wait_w: float
+    region: str
+    node: str
+    nic_bps: float | None = None     # the node's NIC, bytes/s, shared by its devices
+
+    @property
+    def speed(self) -> float:
+        return self.peak_flops * self.efficiency
+
+
+@dataclass(frozen=True)
+class Options:
+    memory_headroom: float = 0.9
+    schedule: str = "1f1b"
+    batch_split: str = "uniform"
+    max_devices: int | None = None
+    exposed_comm: float = 0.5        # kappa: exposed fraction of a stage's P2P communication
+    accumulation_steps: int = 1      # S: pipeline flushes per iteration
+
+
+@dataclass(frozen=True)
+class Objective:
+    kind: str = "time"
+    lam: float = 0.5
+    time_ref_s: float = 1.0
+    energy_ref_j: float = 1000.0
+    max_time_s: float | None = None
+    max_energy_j: float | None = None
+
+
+@dataclass
+class Instance:
+    name: str
+    model: Model
+    devices: list[Device]
+    alpha: np.ndarray            # (n, n) one-way latency, s; diagonal 0
+    beta: np.ndarray             # (n, n) bandwidth, bytes/s; diagonal inf
+    net_j_per_byte: float
+    pue_region: dict[str, float]
+    options: Options
+    objective: Objective
+    source: str = ""
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # ---------------------------------------------------------- derived arrays
+    @property
+    def n(self) -> int:
+        return len(self.devices)
+
+    @property
+    def ids(self) -> list[str]:
+        return [d.id for d in self.devices]
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Device id -> row of every per-device array."""
+        idx = self._cache.get("index")
+        if idx is None:
+            idx = self._cache["index"] = {d.id: i for i, d in enumerate(self.devices)}
+        return idx
+
+    @property
+    def regions(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for d in self.devices:
+            seen.setdefault(d.region, None)
+        return list(seen)
+
+    @property
+    def arrays(self) -> "InstanceArrays":
+        arr = self._cache.get("arrays")
+        if arr is None:
+            from .arrays import InstanceArrays
+            arr = self._cache["arrays"] = InstanceArrays.build(self)
+        return arr
+
+    def with_options(self, **changes: Any) -> "Instance":
+        """A copy with some options/objective fields replaced (e.g. a solver's ε)."""
+        opt = {k: v for k, v in changes.items() if k in Options.__dataclass_fields__}
+        obj = {k: v for k, v in changes.items() if k in Objective.__dataclass_fields__}
+        unknown = set(changes) - set(opt) - set(obj)
+        if unknown:
+            raise ValueError(f"unknown option(s): {sorted(unknown)}")
+        from dataclasses import replace
+        return Instance(self.name, self.model, self.devices, self.alpha, self.beta,
+                        self.net_j_per_byte, self.pue_region, replace(self.options, **opt),
+                        replace(self.objective, **obj), self.source)
