@@ -354,7 +354,9 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                                    cfg.pop_size, pareto, isl.tb)
 
     archive: dict[tuple, Genome] = {}
-    history = []
+    # DEAP's Logbook: one record per generation (or per migration epoch of a pool)
+    log = tools.Logbook()
+    log.header = ("gen", "t", "T", "E", "evals")
     gen = 0
     pool = None
     try:
@@ -386,7 +388,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                     for g in isl.pop:
                         if g.feasible:
                             archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
-            history.append((gen, round(deadline.elapsed, 3), best.te[0], best.te[1], fit.evaluations))
+            log.record(gen=gen, t=round(deadline.elapsed, 3), T=best.te[0], E=best.te[1], evals=fit.evaluations)
             if bar is not None:
                 # postfix first: the refresh that update() makes shows this generation's incumbent
                 bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible, refresh=False)
@@ -407,7 +409,9 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations,
                  local_search_s=round(evo.ls_time, 3),
                  local_search_share=round(evo.ls_time / max(deadline.elapsed, 1e-9), 3),
-                 local_search_gain=evo.ls_gain, interrupted=stop.interrupted, history=history[-200:])
+                 local_search_gain=evo.ls_gain, interrupted=stop.interrupted,
+                 # (gen, seconds, T, E, evaluations) rows: JSON-friendly, the last 200
+                 history=list(zip(*log.select(*log.header)))[-200:])
     if n_islands > 1:
         stats["island_backend"] = backend
     status = "heuristic" if plan is not None else "unknown"
