@@ -14,7 +14,6 @@ if "ipykernel" not in sys.modules:   # files only, no screen; in a notebook keep
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .errors import GeoTrainError  # noqa: E402
 from .evaluator import evaluate  # noqa: E402
 from .regions import CITIES  # noqa: E402
 from .instance import Instance  # noqa: E402

@@ -47,8 +47,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per (instance, solver) with medians, gap and reductions."""
     # ours: what the tool plans with; baselines: what it is compared against (a run's
     # label, e.g. a variant "memetic-islands", is neither and is reported apart)
-    OURS = set(solvers.names("exact") + solvers.names("heuristic"))
-    BASELINES = set(solvers.names("baseline"))
+    ours = set(solvers.names("exact") + solvers.names("heuristic"))
+    baselines = set(solvers.names("baseline"))
     by: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         by[(r["instance_name"], r.get("label") or r["solver"])].append(r)
@@ -72,11 +72,11 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rec["gap"] = (None if optimum is None or rec["value"] is None
                           else (rec["value"] - optimum) / abs(optimum))
             recs[s] = rec
-        ours = [r for s, r in recs.items() if s in OURS and r["value"] is not None]
+        ours = [r for s, r in recs.items() if s in ours and r["value"] is not None]
         best = min(ours, key=lambda r: r["value"]) if ours else None
         for s, rec in recs.items():
             rec["best_solver"] = best["solver"] if best else None
-            if best and s in BASELINES and rec["T"] and rec["E"]:
+            if best and s in baselines and rec["T"] and rec["E"]:
                 rec["T_reduction"] = (rec["T"] - best["T"]) / rec["T"]
                 rec["E_reduction"] = (rec["E"] - best["E"]) / rec["E"]
             out.append(rec)

@@ -215,7 +215,7 @@ class _Model:
         # interchangeable devices (same figures, same links to everyone): the used ones
         # form a prefix of their class and occupy slots in increasing order. Together
         # with the rotation rule this keeps one plan of every equivalence class
-        # (formulations/exact.md §3.3). The class model has no such symmetry left.
+        # (formulations/exact.md §3.6). The class model has no such symmetry left.
         if self.spec.symmetry and not classes:
             rank = {g: [(float(k * P + j + 1), x[g, k, j]) for k in K for j in J] for g in range(self.inst.n)}
             used: dict[int, Any] = {}
@@ -379,7 +379,7 @@ class _Model:
                         be.ge(eb, _scaled(W[j], s), W_c[j] * s, (x[u, k, j],) + lits)
         # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0.
         # A class of c devices has c of them, the first n_u of which are on when the
-        # class holds n_u slots (the prefix rule of §3.3, counted instead of labelled).
+        # class holds n_u slots (the prefix rule of §3.6, counted instead of labelled).
         for u in U:
             self.tick()
             if cap[u] == 1:

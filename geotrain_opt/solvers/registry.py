@@ -8,7 +8,7 @@ Built-in solvers are named by module path and imported on first use, so that
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable, Mapping
 
@@ -28,8 +28,8 @@ class SolverSpec:
     kind: str                     # exact: proves optima; heuristic: ours; baseline: to compare with
     pareto: str | None = None     # one of PARETO_MODES, or no front
     certify: bool = False         # can re-prove its claim with a second engine (--certify)
-    # option key -> the Python types it takes; None: options not checked
-    options: Mapping[str, tuple] | None = field(default_factory=dict)
+    # option key -> the Python types it takes; None: options not checked (as register's default)
+    options: Mapping[str, tuple] | None = None
 
     def load(self) -> SolverFn:
         if callable(self.target):
@@ -43,7 +43,7 @@ _SPECS: dict[str, SolverSpec] = {}
 
 def register(name: str, target: str | Callable | None = None, *, kind: str = "heuristic",
              pareto: str | None = None, certify: bool = False,
-             options: Mapping[str, tuple] | None = None) -> Callable:
+             options: Mapping[str, tuple] | None = None) -> str | Callable:
     """Add (or replace) a solver. With ``target`` omitted it is a decorator:
     ``@register("mine", kind="baseline")`` above ``def solve(inst, opts)``.
     ``options``: the ``SolveOptions.extra`` keys it takes and their types
