@@ -6,8 +6,9 @@
     print(res.status, res.evaluation.time_s, res.plan.grid)
 
 Every solver takes the same arguments and returns the same :class:`SolverResult`;
-solver-specific options are keyword arguments checked against what that solver
-takes (``solvers.spec(name).options``), so a misspelt option is an error, not ignored.
+solver-specific options are keyword arguments (or ``options=MemeticOptions(...)``,
+the solver's typed dataclass) checked against what that solver takes
+(``solvers.spec(name).options``), so a misspelt option is an error, not ignored.
 """
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def _instance(inst: Instance | str | Path) -> Instance:
 
 def _options(solver: str, time_limit: float, seed: int, workers: int, hint: Plan | None, progress: bool,
              options: dict[str, Any]) -> solvers.SolveOptions:
+    typed = options.pop("options", None)
+    if typed is not None:       # a typed options object (solvers.MemeticOptions(...)), keywords on top
+        if not isinstance(typed, solvers.Options):
+            from .errors import SolverError
+            raise SolverError(f"{solver}: options= must be a solvers.Options dataclass, got {type(typed).__name__}")
+        options = {**typed.to_dict(), **options}
     solvers.check_options(solver, options)
     return solvers.SolveOptions(time_limit_s=float(time_limit), seed=int(seed), workers=int(workers), hint=hint,
                                 progress=progress, extra=dict(options))

@@ -37,7 +37,7 @@ def certify(inst: Any, res: SolverResult, opts: SolveOptions) -> SolverResult:
         res.stats["certificate"] = {"reason": f"nothing to certify: status is {res.status}"}
         return res
     other = OTHER[res.solver]
-    second = solvers.get(other)(inst, replace(opts, hint=None))
+    second = solvers.get(other)(inst, replace(opts, hint=None, extra=solvers.options_taken(other, opts.extra)))
     cert: dict[str, Any] = {"solver": other, "status": second.status, "objective_value": second.objective_value,
                             "best_bound": second.best_bound, "wall_s": second.wall_s}
     if second.status != res.status:

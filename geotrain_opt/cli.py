@@ -123,29 +123,79 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0 if ev.feasible else 1
 
 
+# --------------------------------------------------------- solver flags, derived
+def _solver_flag_table() -> dict[str, tuple]:
+    """Option name -> (type hint, default, metadata, solvers taking it), over every
+    registered solver's options dataclass (solvers/options.py)."""
+    from .solvers.options import cli_fields
+    table: dict[str, tuple] = {}
+    for name in solvers.names():
+        cls = solvers.spec(name).options
+        if cls is None:
+            continue
+        for key, (hint, default, meta) in cli_fields([cls]).items():
+            if key in table:
+                table[key][3].append(name)
+                if table[key][1] != default:            # defaults differ: the help text says them
+                    table[key] = (hint, None, meta, table[key][3])
+            else:
+                table[key] = (hint, default, meta, [name])
+    return table
+
+
+_SOLVER_FLAGS: list[str] = []
+
+
+def _list_of(item: type):
+    def parse(text: str):
+        parts = [t.strip() for t in text.replace("x", ",").split(",")] if item is int else \
+            [t.strip() for t in text.split(",")]
+        parts = [t for t in parts if t]
+        try:
+            return [item(t) for t in parts]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {item.__name__}s separated by commas, got {text!r}") from None
+    parse.__name__ = f"list of {item.__name__}"
+    return parse
+
+
+def _solver_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per solver option (``--population``, ``--exact-model``, ...), typed and
+    ranged as its field; a flag the chosen solver does not take is refused by the
+    same check as a misspelt option in a suite file."""
+    from .solvers.options import kind_of
+    group = p.add_argument_group("solver options (each names the solvers that take it)")
+    for key, (hint, default, meta, takers) in _solver_flag_table().items():
+        if key not in _SOLVER_FLAGS:
+            _SOLVER_FLAGS.append(key)
+        types_, _nullable, item = kind_of(hint)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else \
+            {True: "on", False: "off"}.get(default, default) if isinstance(default, bool) else default
+        dflt = "" if default is None or default == () or "default" in meta["help"] else f" (default {shown})"
+        kw: dict = {"help": f"{', '.join(takers)}: {meta['help']}{dflt}", "default": None, "dest": key}
+        if meta.get("metavar"):
+            kw["metavar"] = meta["metavar"]
+        if item is not None:
+            kw["type"] = _list_of(item)
+        elif bool in types_:
+            kw["action"] = argparse.BooleanOptionalAction
+        elif int in types_ and float not in types_:
+            kw["type"] = _number(meta.get("lo"), meta.get("hi"), integer=True)
+        elif float in types_:
+            kw["type"] = _number(meta.get("lo"), meta.get("hi"))
+        if isinstance(meta.get("choices"), tuple):
+            kw["choices"] = meta["choices"]
+        group.add_argument("--" + key.replace("_", "-"), **kw)
+
+
 def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
     hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
     if hint is not None:
         from .evaluator import check_plan
         check_plan(inst, hint, "--hint")
-    extra: dict = {}
-    if args.milp_solver != "auto":
-        extra["milp_solver"] = args.milp_solver
-    for key in ("population", "generations", "islands", "migration_interval", "exact_model"):
-        if getattr(args, key, None) is not None:
-            extra[key] = getattr(args, key)
-    if getattr(args, "parallel", False):
-        extra["parallel"] = True
-    if getattr(args, "island_backend", None):
-        extra["island_backend"] = args.island_backend
-    if getattr(args, "dask", None):
+    extra = {name: getattr(args, name) for name in _SOLVER_FLAGS if getattr(args, name, None) is not None}
+    if extra.get("dask"):
         extra["island_backend"] = "dask"
-        extra["dask"] = args.dask
-    if getattr(args, "seed_solvers", None):
-        names = [n.strip() for n in args.seed_solvers.split(",") if n.strip()]
-        for n in names:
-            solvers.get(n)          # unknown names fail here, before any work
-        extra["seed_solvers"] = names
     if getattr(args, "solver", None):
         solvers.check_options(args.solver, extra)    # e.g. --population given to cpsat
     return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
@@ -531,28 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", help="write the result JSON here")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
         p.add_argument("-v", "--verbose", action="store_true", help="the solver engines' own logs (CP-SAT, HiGHS, CBC)")
-        p.add_argument("--milp-solver", default="auto", metavar="NAME",
-                       help="MILP engine behind PuLP: auto (HiGHS where installed, else CBC), highs, cbc, "
-                            "or any engine PuLP finds installed (GUROBI, SCIP_CMD, CPLEX_CMD, …)")
-        p.add_argument("--exact-model", choices=("auto", "devices", "classes"),
-                       help="cpsat/milp: assign slots to devices, or to classes of interchangeable devices "
-                            "with their counts (default auto: classes where there are fewer classes than devices)")
-        p.add_argument("--population", type=_number(2, 100_000, integer=True), help="memetic: population size (default 40)")
-        p.add_argument("--generations", type=_number(1, 10**9, integer=True),
-                       help="memetic: generation limit (default: until the time limit)")
-        p.add_argument("--islands", type=_number(1, 1024, integer=True), help="memetic: populations evolving side by side with ring "
-                                                   "migration every 10 generations (default 1)")
-        p.add_argument("--migration-interval", type=_number(1, 10**9, integer=True),
-                       help="memetic: generations between migrations of the islands (default 10)")
-        p.add_argument("--island-backend", choices=("inline", "processes", "dask"),
-                       help="memetic: where islands evolve between migrations: this process (default), "
-                            "a pool of --workers processes, or Dask (see --dask); the result is the same")
-        p.add_argument("--dask", metavar="ADDRESS",
-                       help="memetic: run the islands on this Dask scheduler ('local': a local cluster)")
-        p.add_argument("--seed-solvers", help="memetic: also seed with these solvers' plans (e.g. dtfm,greedy), "
-                                              "each run on a tenth of the time limit")
-        p.add_argument("--parallel", action="store_true",
-                       help="memetic: evaluate populations in a multiprocessing pool of --workers processes")
+        _solver_flags(p)
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == "solve":
             p.add_argument("--certify", action="store_true",

@@ -19,17 +19,19 @@ from .base import Incumbent, SolveOptions, finish
 from .fitness import Fitness
 from .memetic.encoding import Genome
 from .memetic.operators import MUTATIONS
+from .options import AnnealingOptions
 from .termination import Termination
 
 T_START, T_END = 0.05, 1e-4
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    term = Termination(opts.time_limit_s, opts.extra.get("max_evaluations"), lambda: fit.evaluations)
+    o = AnnealingOptions.parse("simulated-annealing", opts.extra)
+    term = Termination(opts.time_limit_s, o.max_evaluations, lambda: fit.evaluations)
     deadline = term.deadline
     rng = np.random.default_rng(opts.seed)
     fit = Fitness(inst)
-    batch = int(opts.extra.get("batch", 32))
+    batch = o.batch
     starts = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *build(inst, D, P)))
               for D, P in seed_shapes(inst, limit=12) for build in CONSTRUCTORS.values()]
     if opts.hint is not None:

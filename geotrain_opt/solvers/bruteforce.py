@@ -19,6 +19,7 @@ from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
 from .base import Deadline, SolveOptions, finish
+from .options import BruteforceOptions
 
 CHUNK = 100_000
 
@@ -67,7 +68,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     best_plan: Plan | None = None
     status = "optimal"
     front: list[tuple[float, float, Plan]] = []
-    want_front = bool(opts.extra.get("pareto"))
+    want_front = BruteforceOptions.parse("bruteforce", opts.extra).pareto
     for D, P in feasible_shapes(inst):
         for grid, cuts, mb in enumerate_shape(inst, D, P):
             if deadline.expired:

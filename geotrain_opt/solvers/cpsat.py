@@ -16,6 +16,7 @@ from ..plan import Plan
 from ..result import SolverResult
 from . import formulation
 from .base import SolveOptions
+from .options import CpsatOptions
 from .exact import ShapeOutcome, run_model, solve_exact
 from .formulation import BuildSpec
 
@@ -155,7 +156,7 @@ def _hint(be: CpSatBackend, inst: Instance, shape: formulation.Shape, plan: Plan
 
 def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
-    if opts.extra.get("cpsat_search", "fixed") == "fixed":
+    if CpsatOptions.parse("cpsat", opts.extra).cpsat_search == "fixed":
         solver.parameters.search_branching = cp_model.FIXED_SEARCH
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, opts.workers)

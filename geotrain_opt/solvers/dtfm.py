@@ -29,9 +29,9 @@ evaluated.
 
 The plan: groups in path order are the stages, replicas follow the bottleneck
 matchings, layers are cut uniformly, micro-batches split evenly, every GPU is
-used. D x P is ``extra["shape"]`` or, by default, each shape that uses every GPU
+used. D x P is the option ``shape`` or, by default, each shape that uses every GPU
 (the best of them on this project's cost model is returned). DT-FM's message
-sizes are ``extra["dtfm_activation_gb"]`` and ``extra["dtfm_gradient_gb"]``
+sizes are the options ``dtfm_activation_gb`` and ``dtfm_gradient_gb`` (DtfmOptions)
 (GB = 1e9 bytes, the unit of its formula); by default they are derived from the
 instance as DT-FM derives its constants: activations of ``B/D`` sequences
 (``s h p B / D`` bytes) and fp32 gradients of one stage (``4 N / P`` bytes).
@@ -51,20 +51,20 @@ from ..plan import Plan
 from ..result import SolverResult
 from .base import Incumbent, SolveOptions, finish
 from .baselines import all_gpu_shapes
+from .options import DtfmOptions
 from .termination import Termination
 
-POPULATION = 100
-OFFSPRING = 4900
+POPULATION = DtfmOptions.population      # DT-FM's own settings
+OFFSPRING = DtfmOptions.offspring
 CROSSOVER_POINTS = 5
 LS_CYCLES = 8
 HELD_KARP_MAX = 16
 
 
-def message_sizes(inst: Instance, D: int, P: int, extra: dict[str, Any]) -> tuple[float, float]:
+def message_sizes(inst: Instance, D: int, P: int, o: DtfmOptions = DtfmOptions()) -> tuple[float, float]:
     """(S_a, S_g) in bytes: DT-FM's activation and gradient messages."""
     m, a = inst.model, inst.arrays
-    sa = extra.get("dtfm_activation_gb")
-    sg = extra.get("dtfm_gradient_gb")
+    sa, sg = o.dtfm_activation_gb, o.dtfm_gradient_gb
     sa = float(sa) * 1e9 if sa is not None else m.seq_len * m.hidden * m.precision_bytes * m.global_batch / D
     n_total = float(a.par_prefix[-1] + a.emb_params + a.head_params)
     sg = float(sg) * 1e9 if sg is not None else 4.0 * n_total / P
@@ -359,32 +359,30 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, stop: Ca
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     term = Termination(opts.time_limit_s)
     rng = np.random.default_rng(opts.seed)
-    extra = opts.extra
-    shapes = [tuple(extra["shape"])] if "shape" in extra else all_gpu_shapes(inst)
+    o = DtfmOptions.parse("dtfm", opts.extra)
+    shapes = [o.shape] if o.shape is not None else all_gpu_shapes(inst)
     inc = Incumbent(inst)
     stats: dict[str, Any] = {"shapes": []}
     with term.guard():     # Ctrl-C: the best plan of the shapes searched so far
         for i, (D, P) in enumerate(shapes):
             if term():
                 break
-            _search_shape(inst, opts, D, P, Termination(term.deadline.remaining / (len(shapes) - i)), rng, inc, stats)
+            _search_shape(inst, o, D, P, Termination(term.deadline.remaining / (len(shapes) - i)), rng, inc, stats)
     stats["interrupted"] = term.interrupted
     status = "heuristic" if inc.plan is not None else "unknown"
     return finish("dtfm", inst, opts, inc.plan, status, term.deadline, stats=stats)
 
 
-def _search_shape(inst: Instance, opts: SolveOptions, D: int, P: int, share: Termination,
+def _search_shape(inst: Instance, o: DtfmOptions, D: int, P: int, share: Termination,
                   rng: np.random.Generator, inc: Incumbent, stats: dict[str, Any]) -> None:
     """GCMA on one shape, scored by DT-FM's cost; the plan offered under our model."""
-    extra = opts.extra
     M, L = inst.model.num_micro_batches, inst.model.layers
     a = inst.arrays
     # every GPU when D x P = n (DT-FM's assertion); else the fastest D x P
     devices = np.sort(np.argsort(-a.speed, kind="stable")[:D * P])
-    sa, sg = message_sizes(inst, D, P, extra)
+    sa, sg = message_sizes(inst, D, P, o)
     cost = DtfmCost(inst, D, P, sa, sg)
-    groups, info = gcma(cost, devices, rng, share, int(extra.get("population", POPULATION)),
-                        int(extra.get("offspring", OFFSPRING)))
+    groups, info = gcma(cost, devices, rng, share, o.population, o.offspring)
     total, dp, pp2, _ = cost.evaluate(groups)
     plan = Plan.from_indices(inst.ids, cost.grid(groups), uniform_cuts(L, P), split_micro_batches(M, D))
     ev = evaluate(inst, plan)

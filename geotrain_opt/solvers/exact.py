@@ -58,11 +58,10 @@ def lower_bound(inst: Instance) -> float:
     return float(objmod.primary(inst.objective, T_lb, E_lb))
 
 
-def model_kind(inst: Instance, opts: SolveOptions) -> str:
+def model_kind(inst: Instance, kind: str = "auto") -> str:
     """"devices" (x per device) or "classes" (x per class of interchangeable devices,
     formulations/exact.md §3.7); "auto" takes the class model where it has fewer
     units than devices."""
-    kind = opts.extra.get("exact_model", "auto")
     if kind == "auto":
         kind = "classes" if len(formulation.device_classes(inst)) < inst.n else "devices"
     return kind
@@ -101,6 +100,8 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 
 
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
+    from . import spec      # the engine's own options class (CpsatOptions, MilpOptions): checked here
+    options = spec(name).options.parse(name, opts.extra)
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)
@@ -121,7 +122,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0]) if start_plans else None)
     T_ref = ref.time_s if ref else 1.0
     E_ref = ref.energy_j if ref else 1000.0
-    model = model_kind(inst, opts)
+    model = model_kind(inst, options.exact_model)
     units = formulation.BuildSpec(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS,
                                   classes=model == "classes")
     obj = inst.objective

@@ -14,6 +14,7 @@ from ..plan import Plan
 from ..result import SolverResult
 from . import formulation
 from .base import SolveOptions
+from .options import MilpOptions
 from .exact import RES_BITS, ShapeOutcome, run_model, solve_exact
 from .formulation import BuildSpec
 
@@ -111,7 +112,7 @@ def available_backends() -> list[str]:
 def backend_name(opts: SolveOptions) -> str:
     """``milp_solver`` option: auto (HiGHS where installed, else CBC), highs, cbc, or
     the name of any other engine PuLP finds installed (``pulp.listSolvers``)."""
-    name = str(opts.extra.get("milp_solver", "auto"))
+    name = MilpOptions.parse("milp", opts.extra).milp_solver
     if name == "auto":
         return "highs" if _highs_available() else "cbc"
     if name.lower() in ("highs", "cbc"):

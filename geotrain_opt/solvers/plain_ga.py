@@ -13,6 +13,5 @@ PLAIN = {"ls_rate": 0.0, "seeding": False, "mutations": ["swap", "replace", "cut
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    res = memetic.solve(inst, replace(opts, extra={**PLAIN, **opts.extra}))   # the caller's options stay as given
-    res.solver = "plain-ga"
-    return res
+    # the caller's options stay as given; theirs win over PLAIN's
+    return memetic.solve(inst, replace(opts, extra={**PLAIN, **opts.extra}), name="plain-ga")

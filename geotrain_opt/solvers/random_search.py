@@ -14,17 +14,19 @@ from ..result import SolverResult
 from .base import Incumbent, SolveOptions, finish
 from .fitness import Fitness
 from .memetic.encoding import default_split
+from .options import SearchOptions
 from .termination import Termination
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    budget = opts.extra.get("max_evaluations")
+    o = SearchOptions.parse("random-search", opts.extra)
+    budget = o.max_evaluations
     term = Termination(opts.time_limit_s, budget, lambda: fit.evaluations)
     rng = np.random.default_rng(opts.seed)
     fit = Fitness(inst)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)
-    batch = int(opts.extra.get("batch", 256))
+    batch = o.batch
     with term.guard():
         while shapes and not term():
             _draw(inst, fit, inc, shapes, rng, batch, budget)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Callable, Mapping
+from typing import Callable
 
 from ..errors import SolverError
 from .base import SolverFn
+from .options import Options
 
 KINDS = ("exact", "heuristic", "baseline")
 # how a solver yields a time-energy front: "epsilon", an ε-constraint walk of proven
@@ -28,8 +29,8 @@ class SolverSpec:
     kind: str                     # exact: proves optima; heuristic: ours; baseline: to compare with
     pareto: str | None = None     # one of PARETO_MODES, or no front
     certify: bool = False         # can re-prove its claim with a second engine (--certify)
-    # option key -> the Python types it takes; None: options not checked (as register's default)
-    options: Mapping[str, tuple] | None = None
+    # its typed options (options.py); None: options not checked (as register's default)
+    options: type[Options] | None = None
 
     def load(self) -> SolverFn:
         if callable(self.target):
@@ -43,13 +44,16 @@ _SPECS: dict[str, SolverSpec] = {}
 
 def register(name: str, target: str | Callable | None = None, *, kind: str = "heuristic",
              pareto: str | None = None, certify: bool = False,
-             options: Mapping[str, tuple] | None = None) -> str | Callable:
+             options: type[Options] | None = None) -> str | Callable:
     """Add (or replace) a solver. With ``target`` omitted it is a decorator:
     ``@register("mine", kind="baseline")`` above ``def solve(inst, opts)``.
-    ``options``: the ``SolveOptions.extra`` keys it takes and their types
-    (``None``: not checked)."""
+    ``options``: the frozen :class:`~.options.Options` dataclass of what it takes
+    in ``SolveOptions.extra`` (``None``: not checked)."""
     if kind not in KINDS:
         raise SolverError(f"register {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
+        raise SolverError(f"register {name!r}: options must be an Options dataclass (solvers/options.py), "
+                          f"got {options!r}")
     if pareto is not None and pareto not in PARETO_MODES:
         raise SolverError(f"register {name!r}: pareto must be one of {', '.join(PARETO_MODES)} or None, got {pareto!r}")
 

@@ -1,24 +1,16 @@
 """Memetic algorithm on DEAP: specialised operators, local search, NSGA-II Pareto mode.
 
 The toolbox holds every operator by name (``toolbox.mate``, ``toolbox.mutate_swap``,
-``toolbox.local_search``, ``toolbox.select``), so a variant swaps in
-one line, e.g. ``toolbox.register("mate", cx_stages, inst)``. Settings come from
-``SolveOptions.extra``: ``population`` (40), ``generations`` (None = until the
-time limit), ``stall`` (generations without improvement before a restart, 60),
-``patience`` (restarts in a row without improvement before stopping early: 8 up
-to 16 GPUs, never beyond;
-a restart keeps the elite and re-seeds the rest: perturbed elites, structured
-seeds and random genomes),
-``ls_rate`` (share of offspring improved by local search, 0.25; 0 disables it),
-``ls_moves``, ``cxpb`` (0.7), ``mutpb`` (0.6), ``parallel`` (multiprocessing map),
-``pareto`` (NSGA-II mode), ``seeding`` (True), ``seed_solvers`` (baselines whose
-plans join generation 0), ``islands`` (populations evolving side by side, 1;
-every ``migration_interval`` = 10 generations each sends its best ``migrants`` = 2
-to the next, in a ring; ``island_backend``: ``inline`` evolves them in turn here,
-``processes`` in a pool of ``workers`` processes, ``dask`` on the Dask scheduler
-``dask`` (an address or ``local``): the same result in all three, since an
-island's run depends on its own state only), ``max_evaluations`` (an evaluation
-budget, for fair comparisons), ``mutations`` (names to draw from, default all).
+``toolbox.local_search``, ``toolbox.select``, ``toolbox.map``/``toolbox.evaluate``),
+so a variant swaps in one line, e.g. ``toolbox.register("mate", cx_stages, inst)``.
+A run is an object (:class:`MemeticRun`: ``setup``, ``step``, ``result``) stopped
+by the shared :class:`~..termination.Termination`; its history is DEAP's
+``Logbook``, its NSGA-II archive DEAP's ``ParetoFront``. Settings:
+:class:`~..options.MemeticOptions` (population 40, stall 60 generations before a
+restart around the elite, patience 8 restarts without improvement up to 16 GPUs,
+local search on a quarter of the offspring, islands with ring migration on this
+process, a process pool or Dask: the same result on all three, since an island's
+run depends on its own state only).
 """
 from __future__ import annotations
 
@@ -26,6 +18,7 @@ import random
 import time
 from operator import attrgetter
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -41,6 +34,7 @@ from ...plan import Plan
 from ...result import SolverResult
 from ..base import SolveOptions, finish
 from ..fitness import Fitness
+from ..options import MemeticOptions
 from ..termination import Termination
 from .encoding import Genome, default_split
 from .local_search import local_search, optimize_cuts
@@ -78,19 +72,33 @@ def sel_tournament(individuals: list, k: int, tournsize: int, rnd: random.Random
             for _ in range(k)]
 
 
-def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, extra: dict,
-                  stop=lambda: False, rnd: random.Random | None = None) -> base.Toolbox:
+def build_toolbox(inst: Instance, fit: Fitness, rng: np.random.Generator, options: MemeticOptions,
+                  stop=lambda: False, rnd: random.Random | None = None,
+                  parallel: "_Parallel | None" = None) -> base.Toolbox:
+    """Every operator by name, DEAP's way: ``mate``, ``mutate_<name>``,
+    ``local_search``, ``select``, and ``map``/``evaluate`` (a batch of genomes to
+    their (key, (T, E), feasible); ``map`` is a process pool's with ``parallel``)."""
     tb = base.Toolbox()
-    tb.register("mate", CROSSOVERS[extra.get("crossover", "replicas")], inst, rng=rng)
+    tb.register("mate", CROSSOVERS[options.crossover], inst, rng=rng)
     for name, op in MUTATIONS.items():
         tb.register(f"mutate_{name}", op, inst, rng=rng)
-    tb.register("local_search", local_search, fit, rng=rng, stop=stop,
-                moves=tuple(extra.get("ls_moves", ("region", "grid", "order", "cuts", "split"))))
-    if extra.get("pareto"):
+    tb.register("local_search", local_search, fit, rng=rng, stop=stop, moves=tuple(options.ls_moves))
+    if options.pareto:
         tb.register("select", tools.selNSGA2)
     else:
         tb.register("select", sel_tournament, tournsize=3, rnd=rnd if rnd is not None else random.Random(0))
+    if parallel is not None:
+        tb.register("map", parallel.map)
+        tb.register("evaluate", _eval_chunk)
+    else:
+        tb.register("map", map)
+        tb.register("evaluate", _evaluate_here, fit)
     return tb
+
+
+def _evaluate_here(fit: Fitness, chunk: list[Genome]) -> list[tuple]:
+    fit(chunk)
+    return [(g.key, g.te, g.feasible) for g in chunk]
 
 
 class _Parallel:
@@ -118,24 +126,27 @@ def _init_worker(inst: Instance) -> None:
 
 
 def _eval_chunk(chunk: list[Genome]) -> list[tuple]:
-    _WORKER_FIT(chunk)
-    return [(g.key, g.te, g.feasible) for g in chunk]
+    return _evaluate_here(_WORKER_FIT, chunk)
 
 
 @dataclass
 class _Config:
     """What one generation of one island needs besides the instance (picklable:
     island workers in other processes receive it once)."""
-    pareto: bool
-    pop_size: int
-    stall_limit: int
-    patience: int | None
-    ls_rate: float
-    cxpb: float
-    mutpb: float
-    mut_names: list[str]
+    options: MemeticOptions          # patience resolved for the instance
     shapes: list[tuple[int, int]]
-    extra: dict
+
+    @property
+    def pareto(self) -> bool:
+        return self.options.pareto
+
+    @property
+    def pop_size(self) -> int:
+        return self.options.population
+
+    @property
+    def mut_names(self) -> list[str]:
+        return list(self.options.mutations or MUTATIONS)
 
 
 class _Evolver:
@@ -149,19 +160,24 @@ class _Evolver:
 
     def toolbox(self, isl: "_Island") -> base.Toolbox:
         if isl.tb is None:     # islands shipped to another process travel without theirs
-            isl.tb = build_toolbox(self.inst, self.fit, isl.rng, self.cfg.extra, self.stop, isl.rnd)
+            isl.tb = build_toolbox(self.inst, self.fit, isl.rng, self.cfg.options, self.stop, isl.rnd)
         return isl.tb
 
-    def evaluate(self, genomes: list[Genome]) -> None:
+    def evaluate(self, genomes: list[Genome], tb: base.Toolbox) -> None:
+        """DEAP's ``toolbox.map(toolbox.evaluate, ...)`` over batches: one batch here,
+        four in the process pool when it pays (``parallel``, large batches)."""
         todo = [g for g in genomes if g.key is None]
-        if self.parallel is not None and len(todo) >= 64:
-            chunks = [todo[i::4] for i in range(4)]
-            for chunk, res in zip(chunks, self.parallel.map(_eval_chunk, chunks)):
-                for g, (k, te, ok) in zip(chunk, res):
-                    g.key, g.te, g.feasible = k, te, ok
-                self.fit.evaluations += len(chunk)
+        far = self.parallel is not None and len(todo) >= 64
+        chunks = [todo[i::4] for i in range(4)] if far else [todo]
+        if far or self.parallel is None:
+            done = tb.map(tb.evaluate, chunks)
         else:
-            self.fit(todo)
+            done = map(partial(_evaluate_here, self.fit), chunks)
+        for chunk, res in zip(chunks, done):
+            for g, (k, te, ok) in zip(chunk, res):
+                g.key, g.te, g.feasible = k, te, ok
+        if far:
+            self.fit.evaluations += len(todo)       # counted in the workers' own Fitness
         for g in genomes:
             _set_fitness(g, self.cfg.pareto)
 
@@ -184,10 +200,10 @@ class _Evolver:
         pop = [g.copy() for g in members]
         while len(pop) < cfg.pop_size:
             pop.append(random_genome(self.inst, rng, cfg.shapes))
-        self.evaluate(pop)
+        self.evaluate(pop, tb)
         pop = _unique_best(pop, max(cfg.pop_size, len(pop)), cfg.pareto, tb)
-        if cfg.ls_rate > 0:
-            self.improve(pop[: max(1, int(cfg.ls_rate * cfg.pop_size))], tb)
+        if cfg.options.ls_rate > 0:
+            self.improve(pop[: max(1, int(cfg.options.ls_rate * cfg.pop_size))], tb)
         pop = _unique_best(pop, cfg.pop_size, cfg.pareto, tb)
         best0 = min(pop, key=lambda g: g.key).copy()
         return _Island(rng, rnd, tb, pop, best0, best_at_restart=best0.key)
@@ -196,10 +212,10 @@ class _Evolver:
         """One generation of one island: restart if it stalled, then breed."""
         cfg, inst = self.cfg, self.inst
         rng_, tb_ = isl.rng, self.toolbox(isl)
-        if isl.stall >= cfg.stall_limit:
+        if isl.stall >= cfg.options.stall:
             # converged: restart around the elite instead of stopping
             isl.fruitless = 0 if _key_better_keys(inst, isl.best.key, isl.best_at_restart) else isl.fruitless + 1
-            if cfg.patience is not None and isl.fruitless >= int(cfg.patience):
+            if cfg.options.patience is not None and isl.fruitless >= cfg.options.patience:
                 isl.done = True
                 return
             isl.best_at_restart = isl.best.key
@@ -207,9 +223,9 @@ class _Evolver:
             isl.stall = 0
             isl.pop = _restart(isl.pop, isl.best, cfg.pop_size, inst, rng_, tb_, cfg.shapes, self.seeds,
                                cfg.mut_names)
-            self.evaluate(isl.pop)
-            if cfg.ls_rate > 0:
-                self.improve(isl.pop[: max(1, int(cfg.ls_rate * cfg.pop_size))], tb_)
+            self.evaluate(isl.pop, tb_)
+            if cfg.options.ls_rate > 0:
+                self.improve(isl.pop[: max(1, int(cfg.options.ls_rate * cfg.pop_size))], tb_)
             isl.pop = _unique_best(isl.pop, cfg.pop_size, cfg.pareto, tb_)
         pop_ = isl.pop
         if cfg.pareto:   # NSGA-II: random mating, survival by non-domination and crowding
@@ -218,20 +234,20 @@ class _Evolver:
             parents = tb_.select(pop_, len(pop_))
         offspring = [p.copy() for p in parents]
         for i in range(0, len(offspring) - 1, 2):
-            if rng_.random() < cfg.cxpb:
+            if rng_.random() < cfg.options.cxpb:
                 offspring[i] = tb_.mate(offspring[i], offspring[i + 1])
         for i, child in enumerate(offspring):
-            if rng_.random() < cfg.mutpb:
+            if rng_.random() < cfg.options.mutpb:
                 name = cfg.mut_names[int(rng_.integers(len(cfg.mut_names)))]
                 child = getattr(tb_, f"mutate_{name}")(child)
                 child.invalidate()
                 offspring[i] = child
             elif child.key is None:
                 child.invalidate()
-        self.evaluate(offspring)
-        if cfg.ls_rate > 0:
+        self.evaluate(offspring, tb_)
+        if cfg.options.ls_rate > 0:
             ranked = sorted(offspring, key=lambda g: g.key)
-            k = max(1, int(cfg.ls_rate * len(offspring)))
+            k = max(1, int(cfg.options.ls_rate * len(offspring)))
             self.improve(ranked[: k // 2 + 1] + [ranked[int(i)] for i in rng_.choice(len(ranked), k // 2, replace=False)], tb_)
         isl.pop = _unique_best(pop_ + offspring, cfg.pop_size, cfg.pareto, tb_)
         cur = min(isl.pop, key=lambda g: g.key)
@@ -241,196 +257,249 @@ class _Evolver:
             isl.stall += 1
 
 
-def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    extra = opts.extra
-    pareto = bool(extra.get("pareto"))
-    stop = Termination(opts.time_limit_s, extra.get("max_evaluations"), lambda: fit.evaluations,
-                       extra.get("generations"))
-    deadline, max_evals, max_gen = stop.deadline, stop.max_evaluations, stop.max_generations
-    rng = np.random.default_rng(opts.seed)
-    fit = Fitness(inst)
-    rnd = random.Random(opts.seed)
-    tb = build_toolbox(inst, fit, rng, extra, stop, rnd)
-    shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
-    all_shapes = feasible_shapes(inst)
-    if not all_shapes:
-        return finish("memetic", inst, opts, None, "infeasible", deadline)
-    cfg = _Config(pareto=pareto, pop_size=int(extra.get("population", 40)), stall_limit=int(extra.get("stall", 60)),
-                  # small instances converge for good; large ones use their whole time limit
-                  patience=extra.get("patience", 8 if inst.n <= 16 else None),
-                  ls_rate=float(extra.get("ls_rate", 0.25)), cxpb=float(extra.get("cxpb", 0.7)),
-                  mutpb=float(extra.get("mutpb", 0.6)), mut_names=list(extra.get("mutations", MUTATIONS)),
-                  shapes=all_shapes, extra={k: v for k, v in extra.items() if k in _WORKER_KEYS})
-    n_islands = max(1, int(extra.get("islands", 1)))
-    backend = extra.get("island_backend", "inline") if n_islands > 1 else "inline"
-    parallel = _Parallel(inst, max(2, opts.workers)) if extra.get("parallel") and backend == "inline" else None
-    seeds: list[Genome] = []
-    evo = _Evolver(inst, cfg, seeds, fit, stop, parallel)
-    stats: dict[str, Any] = {}
+class MemeticRun:
+    """One run of the memetic algorithm as an object (pymoo's algorithm/termination
+    split): ``setup()`` builds generation 0, each ``step()`` advances every island
+    by one generation (or, on a pool, to the next migration) and says whether to go
+    on, ``result()`` is the best plan (and front) so far at any point, ``close()``
+    releases worker pools. ``solve`` is these four calls; a caller that wants to
+    watch or steer a run (a notebook, a progress view) calls them itself::
 
-    # ---- generation 0: constructive seeds, their local optima, random fill. Ctrl-C
-    # or the deadline here still returns the best seed evaluated so far.
-    hinted = [Genome.from_plan(inst, opts.hint)] if opts.hint is not None else []
-    migrate_every = max(1, int(extra.get("migration_interval", 10)))
-    migrants = max(1, int(extra.get("migrants", 2)))
-    islands: list[_Island] = []
-    bar = None
-    if opts.progress:
-        from tqdm import tqdm
-        # disable=None: no \r frames when stderr is redirected to a log
-        bar = tqdm(total=max_gen, desc="memetic: seeding", unit="gen", leave=False, dynamic_ncols=True, disable=None)
+        run = MemeticRun(inst, opts)
+        run.setup()
+        while run.step():
+            print(run.generation, run.best().te)
+        res = run.result(); run.close()
+    """
 
-    def say(what: str) -> None:
-        if bar is not None:
-            bar.set_description(what)
-    try:
-        evo.evaluate(hinted)
-        if extra.get("seeding", True):
-            for k, (D, P) in enumerate(shapes):
+    def __init__(self, inst: Instance, opts: SolveOptions, name: str = "memetic") -> None:
+        self.inst, self.opts, self.name = inst, opts, name
+        o = self.options = MemeticOptions.parse(name, opts.extra)
+        self.fit = Fitness(inst)
+        self.stop = Termination(opts.time_limit_s, o.max_evaluations, lambda: self.fit.evaluations, o.generations)
+        self.rng = np.random.default_rng(opts.seed)
+        self.rnd = random.Random(opts.seed)
+        self.shapes = feasible_shapes(inst)
+        # small instances converge for good; large ones use their whole time limit
+        patience = o.patience if o.patience is not None else (8 if inst.n <= 16 else None)
+        self.cfg = _Config(options=o.but(patience=patience), shapes=self.shapes)
+        self.n_islands = o.islands
+        self.backend = o.island_backend if self.n_islands > 1 else "inline"
+        self.parallel = _Parallel(inst, max(2, opts.workers)) if o.parallel and self.backend == "inline" else None
+        self.seeds: list[Genome] = []
+        self.hinted: list[Genome] = []
+        self.fallback: list[Genome] = []
+        self.islands: list[_Island] = []
+        self.evo = _Evolver(inst, self.cfg, self.seeds, self.fit, self.stop, self.parallel)
+        self.front = tools.ParetoFront(similar=lambda a, b: True)   # NSGA-II mode: every non-dominated plan seen
+        # DEAP's Logbook: one record per generation (or per migration epoch of a pool)
+        self.log = tools.Logbook()
+        self.log.header = ("gen", "t", "T", "E", "evals")
+        self.generation = 0
+        self.pool: _IslandPool | None = None
+        self.bar = None
+
+    @property
+    def feasible(self) -> bool:
+        """False when no shape can hold the model: there is nothing to search."""
+        return bool(self.shapes)
+
+    def _say(self, what: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(what)
+
+    def setup(self) -> None:
+        """Generation 0: constructive seeds with their best cuts, plans inside fast
+        components, baseline plans, random fill; Ctrl-C or the deadline here still
+        leaves the best seed evaluated so far."""
+        inst, opts, o, stop, fit, rng = self.inst, self.opts, self.options, self.stop, self.fit, self.rng
+        if opts.progress:
+            from tqdm import tqdm
+            # disable=None: no \r frames when stderr is redirected to a log
+            self.bar = tqdm(total=o.generations, desc=f"{self.name}: seeding", unit="gen", leave=False,
+                            dynamic_ncols=True, disable=None)
+        self.hinted = [Genome.from_plan(inst, opts.hint)] if opts.hint is not None else []
+        seeds, say = self.seeds, self._say
+        with stop.guard():
+            self.evo.evaluate(self.hinted, self._toolbox(0))
+            if o.seeding:
+                shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
+                for k, (D, P) in enumerate(shapes):
+                    if stop():
+                        break
+                    say(f"{self.name}: seeding shape {k + 1}/{len(shapes)}")
+                    for build in CONSTRUCTORS.values():
+                        grid, cuts, mb = build(inst, D, P)
+                        seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+                if not stop():
+                    # plans inside one fast component, screened on their constructive cuts:
+                    # only the best few pay for a cut search
+                    say(f"{self.name}: seeding inside fast components")
+                    inside = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *c)) for c in component_plans(inst)]
+                    fit(inside)
+                    seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
+            for name in o.seed_solvers:    # baseline plans as seeds, on a share of the time
+                from .. import get as _get
+                share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
+                r = _get(name)(inst, share)
+                if r.plan is not None:
+                    seeds.append(Genome.from_plan(inst, r.plan))
+            # seeds compete on their best cuts: a structured layout with poor cuts would
+            # otherwise fall out of the population before local search ever sees it
+            say(f"{self.name}: evaluating {len(seeds)} seeds")
+            self.evo.evaluate(seeds, self._toolbox(0))
+            for k, g in enumerate(seeds):
                 if stop():
                     break
-                say(f"memetic: seeding shape {k + 1}/{len(shapes)}")
-                for build in CONSTRUCTORS.values():
-                    grid, cuts, mb = build(inst, D, P)
-                    seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
-            if not stop():
-                # plans inside one fast component, screened on their constructive cuts:
-                # only the best few pay for a cut search
-                say("memetic: seeding inside fast components")
-                inside = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *c)) for c in component_plans(inst)]
-                fit(inside)
-                seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
-        for name in extra.get("seed_solvers", ()):    # baseline plans as seeds, on a share of the time
-            from .. import get as _get
-            share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
-            r = _get(name)(inst, share)
-            if r.plan is not None:
-                seeds.append(Genome.from_plan(inst, r.plan))
-        # seeds compete on their best cuts: a structured layout with poor cuts would
-        # otherwise fall out of the population before local search ever sees it
-        say(f"memetic: evaluating {len(seeds)} seeds")
-        evo.evaluate(seeds)
-        for k, g in enumerate(seeds):
-            if stop():
-                break
-            say(f"memetic: cuts of seed {k + 1}/{len(seeds)}")
-            optimize_cuts(fit, g, rng, stop=stop)
-            _set_fitness(g, pareto)
-        say("memetic: generation 0")
-        for i in range(n_islands):
-            # island 0 is the single-population solver; the others draw their own streams
-            irng = rng if i == 0 else np.random.default_rng([opts.seed, i])
-            irnd = rnd if i == 0 else random.Random(opts.seed * 1_000_003 + i)
-            itb = tb if i == 0 else build_toolbox(inst, fit, irng, extra, stop, irnd)
-            mine = seeds if i == 0 else [seeds[int(j)] for j in irng.permutation(len(seeds))[: len(seeds) // 2]]
-            islands.append(evo.start(irng, irnd, itb, hinted + mine))
-    except KeyboardInterrupt:
-        stop.interrupted = True
-    say("memetic")
-    # what generation 0 had evaluated when it ended (an interrupt may come before any island)
-    fallback = [g for g in hinted + seeds if g.key is not None]
-    if not islands and not fallback:
-        # interrupted before any seed had its cost (e.g. inside the pool's map): one
-        # batched evaluation here, in this process, takes well under a second
-        fallback = hinted + seeds
-        if not fallback:
-            D, P = shapes[0]
-            fallback = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *CONSTRUCTORS["fastest-first"](inst, D, P)))]
-        fit(fallback)
-        for g in fallback:
-            _set_fitness(g, pareto)
+                say(f"{self.name}: cuts of seed {k + 1}/{len(seeds)}")
+                optimize_cuts(fit, g, rng, stop=stop)
+                _set_fitness(g, o.pareto)
+            say(f"{self.name}: generation 0")
+            for i in range(self.n_islands):
+                # island 0 is the single-population solver; the others draw their own streams
+                irng = rng if i == 0 else np.random.default_rng([opts.seed, i])
+                irnd = self.rnd if i == 0 else random.Random(opts.seed * 1_000_003 + i)
+                itb = self._toolbox(0) if i == 0 else build_toolbox(inst, fit, irng, o, stop, irnd, self.parallel)
+                mine = seeds if i == 0 else [seeds[int(j)] for j in irng.permutation(len(seeds))[: len(seeds) // 2]]
+                self.islands.append(self.evo.start(irng, irnd, itb, self.hinted + mine))
+        say(self.name)
+        # what generation 0 had evaluated when it ended (an interrupt may come before any island)
+        self.fallback = [g for g in self.hinted + seeds if g.key is not None]
+        if not self.islands and not self.fallback:
+            # interrupted before any seed had its cost (e.g. inside the pool's map): one
+            # batched evaluation here, in this process, takes well under a second
+            self.fallback = self.hinted + seeds
+            if not self.fallback:
+                D, P = (seed_shapes(inst) or self.shapes)[0]
+                build = CONSTRUCTORS["fastest-first"]
+                self.fallback = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *build(inst, D, P)))]
+            fit(self.fallback)
+            for g in self.fallback:
+                _set_fitness(g, o.pareto)
 
-    def overall_best() -> Genome | None:
-        pool = [isl.best for isl in islands] or fallback
-        return min(pool, key=lambda g: g.key) if pool else None
+    def _toolbox(self, i: int) -> base.Toolbox:
+        """Island ``i``'s toolbox (island 0's exists before its population does)."""
+        if i < len(self.islands):
+            return self.islands[i].tb
+        if not hasattr(self, "_tb0"):
+            self._tb0 = build_toolbox(self.inst, self.fit, self.rng, self.options, self.stop, self.rnd,
+                                      self.parallel)
+        return self._tb0
 
-    def migrate() -> None:
-        # ring migration: each island's best few replace the worst of the next
-        moving = [[g.copy() for g in isl.pop[:migrants]] for isl in islands]
-        for g in (g for group in moving for g in group):
-            _set_fitness(g, pareto)
-        for i, isl in enumerate(islands):
-            isl.pop = _unique_best(isl.pop[: max(1, cfg.pop_size - migrants)] + moving[i - 1],
-                                   cfg.pop_size, pareto, isl.tb)
-
-    archive: dict[tuple, Genome] = {}
-    # DEAP's Logbook: one record per generation (or per migration epoch of a pool)
-    log = tools.Logbook()
-    log.header = ("gen", "t", "T", "E", "evals")
-    gen = 0
-    pool = None
-    try:
-        if backend != "inline" and islands and not stop.interrupted:
-            pool = _IslandPool(backend, inst, cfg, seeds, opts.workers, n_islands, extra.get("dask"))
-        while islands and not stop() and stop.generations_left(gen) and not all(isl.done for isl in islands):
-            if pool is None:
+    def step(self) -> bool:
+        """Advance every island: one generation here, or to the next migration on a
+        pool. False (nothing done) once the termination holds or every island has
+        converged for good."""
+        stop, islands, o = self.stop, self.islands, self.options
+        if (not islands or stop() or not stop.generations_left(self.generation)
+                or all(isl.done for isl in islands)):
+            return False
+        with stop.guard():
+            if self.backend != "inline" and self.pool is None:
+                self.pool = _IslandPool(self.backend, self.inst, self.cfg, self.seeds, self.opts.workers,
+                                        self.n_islands, o.dask)
+            if self.pool is None:
                 steps = 1
                 for isl in islands:
                     if not isl.done and not stop():
-                        evo.generation(isl)
+                        self.evo.generation(isl)
             else:
                 # each island runs to the next migration in its own process
-                steps = migrate_every - gen % migrate_every
-                if max_gen is not None:
-                    steps = min(steps, max_gen - gen)
-                budget = None if max_evals is None else max(0, max_evals - fit.evaluations) // n_islands + 1
-                islands, done = pool.epoch(islands, steps, deadline.remaining, budget)
+                every, gen = o.migration_interval, self.generation
+                steps = every - gen % every
+                if stop.max_generations is not None:
+                    steps = min(steps, stop.max_generations - gen)
+                budget = None if stop.max_evaluations is None else \
+                    max(0, stop.max_evaluations - self.fit.evaluations) // self.n_islands + 1
+                self.islands, done = self.pool.epoch(islands, steps, stop.deadline.remaining, budget)
                 for n_eval, ls_t, ls_g in done:
-                    fit.evaluations += n_eval
-                    evo.ls_time += ls_t
-                    evo.ls_gain += ls_g
-            gen += steps
-            if n_islands > 1 and gen % migrate_every == 0:
-                migrate()
-            best = overall_best()
-            if pareto:
-                for isl in islands:
-                    for g in isl.pop:
-                        if g.feasible:
-                            archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
-            log.record(gen=gen, t=round(deadline.elapsed, 3), T=best.te[0], E=best.te[1], evals=fit.evaluations)
-            if bar is not None:
+                    self.fit.evaluations += n_eval
+                    self.evo.ls_time += ls_t
+                    self.evo.ls_gain += ls_g
+            self.generation += steps
+            if self.n_islands > 1 and self.generation % o.migration_interval == 0:
+                self._migrate()
+            best = self.best()
+            if o.pareto:
+                for isl in self.islands:
+                    self.front.update([g for g in isl.pop if g.feasible])
+            self.log.record(gen=self.generation, t=round(stop.deadline.elapsed, 3), T=best.te[0], E=best.te[1],
+                            evals=self.fit.evaluations)
+            if self.bar is not None:
                 # postfix first: the refresh that update() makes shows this generation's incumbent
-                bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible, refresh=False)
-                bar.update(steps)
-    except KeyboardInterrupt:
-        stop.interrupted = True
+                self.bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible,
+                                     refresh=False)
+                self.bar.update(steps)
+        return not stop.interrupted
+
+    def _migrate(self) -> None:
+        # ring migration: each island's best few replace the worst of the next
+        o = self.options
+        moving = [[g.copy() for g in isl.pop[:o.migrants]] for isl in self.islands]
+        for g in (g for group in moving for g in group):
+            _set_fitness(g, o.pareto)
+        for i, isl in enumerate(self.islands):
+            isl.pop = _unique_best(isl.pop[: max(1, self.cfg.pop_size - o.migrants)] + moving[i - 1],
+                                   self.cfg.pop_size, o.pareto, isl.tb)
+
+    def best(self) -> Genome | None:
+        """The best genome of every island (or of generation 0 if no island exists)."""
+        pool = [isl.best for isl in self.islands] or self.fallback
+        return min(pool, key=lambda g: g.key) if pool else None
+
+    def result(self) -> SolverResult:
+        inst, opts, o, stop, evo = self.inst, self.opts, self.options, self.stop, self.evo
+        if not self.shapes:
+            return finish(self.name, inst, opts, None, "infeasible", stop.deadline)
+        best = self.best()
+        plan = best.to_plan(inst) if best is not None and best.feasible else None
+        log = self.log
+        stats: dict[str, Any] = dict(
+            generations=self.generation, restarts=sum(isl.restarts for isl in self.islands),
+            evaluations=self.fit.evaluations, local_search_s=round(evo.ls_time, 3),
+            local_search_share=round(evo.ls_time / max(stop.deadline.elapsed, 1e-9), 3),
+            local_search_gain=evo.ls_gain, interrupted=stop.interrupted,
+            # (gen, seconds, T, E, evaluations) rows: JSON-friendly, the last 200
+            history=list(zip(*log.select(*log.header)))[-200:])
+        if self.n_islands > 1:
+            stats["island_backend"] = self.backend
+        status = "heuristic" if plan is not None else "unknown"
+        res = finish(self.name, inst, opts, plan, status, stop.deadline, stats=stats)
+        if o.pareto:
+            self.front.update([g for isl in self.islands for g in isl.pop if g.feasible])
+            items = list(self.front)
+            keep = pareto_filter([g.te for g in items])     # the front's tolerance for ties, as everywhere
+            # its indicators are added by fronts.pareto_front, as for every other solver's front
+            res.pareto = [finish(self.name, inst, opts, items[i].to_plan(inst), "heuristic", stop.deadline)
+                          for i in keep]
+        return res
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        if self.parallel is not None:
+            self.parallel.close()
+            self.parallel = None
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+
+def solve(inst: Instance, opts: SolveOptions, name: str = "memetic") -> SolverResult:
+    run = MemeticRun(inst, opts, name)
+    if not run.feasible:
+        return run.result()
+    try:
+        run.setup()
+        while run.step():
+            pass
     finally:
-        if bar is not None:
-            bar.close()
-        if parallel is not None:
-            parallel.close()
-        if pool is not None:
-            pool.close()
-    best = overall_best()
-    pop = [g for isl in islands for g in isl.pop]
-    restarts = sum(isl.restarts for isl in islands)
-    plan = best.to_plan(inst) if best is not None and best.feasible else None
-    stats.update(generations=gen, restarts=restarts, evaluations=fit.evaluations,
-                 local_search_s=round(evo.ls_time, 3),
-                 local_search_share=round(evo.ls_time / max(deadline.elapsed, 1e-9), 3),
-                 local_search_gain=evo.ls_gain, interrupted=stop.interrupted,
-                 # (gen, seconds, T, E, evaluations) rows: JSON-friendly, the last 200
-                 history=list(zip(*log.select(*log.header)))[-200:])
-    if n_islands > 1:
-        stats["island_backend"] = backend
-    status = "heuristic" if plan is not None else "unknown"
-    res = finish("memetic", inst, opts, plan, status, deadline, stats=stats)
-    if pareto:
-        for g in pop:
-            if g.feasible:
-                archive[(round(g.te[0], 12), round(g.te[1], 12))] = g.copy()
-        items = list(archive.values())
-        keep = pareto_filter([g.te for g in items])
-        # its indicators are added by fronts.pareto_front, as for every other solver's front
-        res.pareto = [finish("memetic", inst, opts, items[i].to_plan(inst), "heuristic", deadline) for i in keep]
-    return res
+        run.close()
+    return run.result()
 
 
-# settings a worker's toolbox reads (the rest of ``extra`` stays in the parent)
 COMPONENT_SEEDS = 6     # plans inside fast components that join generation 0
-
-_WORKER_KEYS = ("crossover", "ls_moves", "pareto")
 
 
 def _island_epoch(ctx: tuple, isl: "_Island", steps: int, seconds: float,
