@@ -464,7 +464,12 @@ class ShapeBounds:
         E = M * self.W * self.j_per_flop + float(self.pw_pre[D * P]) * T
         if obj.max_energy_j is not None and E > obj.max_energy_j:
             return ShapeBound(D, P, INF, "limit", T, E)
-        return ShapeBound(D, P, float(objmod.primary(obj, T, E)), by, T, E)
+        from .tariffs import priced_floors
+        C, Q = priced_floors(self.inst, M * self.W, T, D * P)
+        if (obj.max_cost_usd is not None and (C or 0.0) > obj.max_cost_usd) or \
+                (obj.max_carbon_g is not None and (Q or 0.0) > obj.max_carbon_g):
+            return ShapeBound(D, P, INF, "limit", T, E)
+        return ShapeBound(D, P, float(objmod.primary(obj, T, E, C, Q)), by, T, E)
 
 
 def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None) -> dict[tuple[int, int], ShapeBound]:

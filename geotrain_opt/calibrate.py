@@ -70,8 +70,7 @@ def apply_calibration(inst: Instance, cal: dict[str, Any]) -> Instance:
     eff = {t: float(v["efficiency"]) for t, v in cal.get("gpu_types", {}).items() if "efficiency" in v}
     devices = [replace(d, efficiency=eff[d.type]) if d.type in eff else d for d in inst.devices]
     opts = cal.get("options", {})
-    out = Instance(inst.name, inst.model, devices, inst.alpha, inst.beta, inst.net_j_per_byte,
-                   inst.pue_region, inst.options, inst.objective, inst.source)
+    out = replace(inst, devices=devices, _cache={})
     return out.with_options(**opts) if opts else out
 
 

@@ -31,6 +31,7 @@ class GpuType:
     busy_w: float
     wait_w: float
     source: str = ""
+    price_per_hour: float = 0.0      # USD per GPU-hour; 0: not priced (no catalog default: prices are the user's)
 
 
 def _g(name, peak, eff, mem, busy, wait, source):

@@ -49,13 +49,19 @@ def describe_instance(inst: Instance) -> str:
     out += nics + [""]
     groups = Counter((d.region, d.type) for d in inst.devices)
     rows = []
+    priced, carbon = inst.priced, inst.carbon_priced
     for (region, typ), cnt in sorted(groups.items()):
         devs = [d for d in inst.devices if d.region == region and d.type == typ]
         rows.append([region, typ, str(cnt), f"{sum(d.speed for d in devs) / 1e12:,.1f}",
-                     _fmt_bytes(sum(d.mem_bytes for d in devs))])
+                     _fmt_bytes(sum(d.mem_bytes for d in devs))]
+                    + ([f"{sum(d.price_per_hour for d in devs):,.2f}"] if priced else [])
+                    + ([f"{inst.carbon_region.get(region, 0.0):g}"] if carbon else []))
     rows.append(["total", "", str(inst.n), f"{a.speed.sum() / 1e12:,.1f}",
-                 _fmt_bytes(sum(d.mem_bytes for d in inst.devices))])
-    out.append(table(rows, ["region", "type", "count", "TFLOP/s achievable", "memory"]))
+                 _fmt_bytes(sum(d.mem_bytes for d in inst.devices))]
+                + ([f"{sum(d.price_per_hour for d in inst.devices):,.2f}"] if priced else [])
+                + ([""] if carbon else []))
+    out.append(table(rows, ["region", "type", "count", "TFLOP/s achievable", "memory"]
+                     + (["USD/h"] if priced else []) + (["g CO2/kWh"] if carbon else [])))
     out.append("")
     regs = inst.regions
     if len(regs) > 1:
@@ -64,9 +70,12 @@ def describe_instance(inst: Instance) -> str:
         for i, r1 in enumerate(regs):
             for r2 in regs[i + 1:]:
                 u, v = first[r1], first[r2]
+                eg = inst.egress_usd_per_byte
                 link_rows.append([f"{r1} - {r2}", f"{inst.alpha[u, v] * 1e3:g}",
-                                  f"{inst.beta[u, v] / units.GBIT_PER_S:g}"])
-        out.append(table(link_rows, ["regions", "latency ms", "bandwidth Gbit/s"]))
+                                  f"{inst.beta[u, v] / units.GBIT_PER_S:g}"]
+                                 + ([f"{eg[u, v] * 1e9:g} / {eg[v, u] * 1e9:g}"] if eg is not None else []))
+        out.append(table(link_rows, ["regions", "latency ms", "bandwidth Gbit/s"]
+                         + (["egress USD/GB (->/<-)"] if inst.egress_usd_per_byte is not None else [])))
         out.append("")
     need = a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)
     out.append(f"training state of the whole model: {_fmt_bytes(need)} "
@@ -87,6 +96,10 @@ def describe_evaluation(inst: Instance, ev: Evaluation) -> str:
            f"iteration time T  = {ev.time_s:.6g} s  (pipeline {ev.pipeline_s:.6g} s + all-reduce {ev.allreduce_s:.6g} s)",
            f"energy E          = {ev.energy_j:.6g} J  (busy {ev.busy_j:.6g} + wait {ev.wait_j:.6g} + network {ev.network_j:.6g})",
            f"cross-region data = {ev.cross_region_bytes / 1e9:.6g} GB per iteration"]
+    if ev.cost_usd is not None:
+        out.append(f"cost C            = {ev.cost_usd:.6g} USD per iteration (GPU hours and egress)")
+    if ev.carbon_g is not None:
+        out.append(f"carbon Q          = {ev.carbon_g:.6g} g CO2 per iteration")
     rows = [[g, _fmt_bytes(b), _fmt_bytes(inst.arrays.mem_cap[inst.index[g]])] for g, b in ev.memory_bytes.items()]
     out.append(table(rows, ["device", "memory", "usable"]))
     for v in ev.violations + ev.limit_violations:
@@ -110,6 +123,8 @@ def describe_dict(inst: Instance) -> dict:
         "groups": [{"region": r, "type": t, "count": c,
                     "achievable_tflops": sum(d.speed for d in inst.devices if d.region == r and d.type == t) / 1e12}
                    for (r, t), c in sorted(groups.items())],
+        "price_usd_per_hour": {d.id: d.price_per_hour for d in inst.devices} if inst.priced else None,
+        "carbon_g_per_kwh": dict(inst.carbon_region) if inst.carbon_priced else None,
         "model_state_bytes": float(a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)),
         "usable_memory_bytes": float(a.mem_cap.sum()),
         "smallest_plan": plan.to_dict() if plan is not None else None,

@@ -35,6 +35,8 @@ class Evaluation:
     cross_region_bytes: float = 0.0
     within_limits: bool = True        # ε-constraints and max_devices of the objective
     limit_violations: list[str] = field(default_factory=list)
+    cost_usd: float | None = None     # §9: when the instance prices GPU hours or egress
+    carbon_g: float | None = None     # §9: when a region has a carbon intensity
 
     @property
     def acceptable(self) -> bool:
@@ -51,7 +53,8 @@ class Evaluation:
             "stage_allreduce_s": list(self.stage_allreduce_s),
             "cross_region_bytes": self.cross_region_bytes,
             "within_limits": self.within_limits, "limit_violations": list(self.limit_violations),
-        }
+        } | ({"cost_usd": self.cost_usd} if self.cost_usd is not None else {}) \
+          | ({"carbon_g": self.carbon_g} if self.carbon_g is not None else {})
 
 
 def plan_errors(inst: Instance, plan: Plan) -> list[str]:
@@ -167,6 +170,33 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     network = a.net_j_per_byte * cross
     E = busy + wait + network
 
+    # -- §9: dollars (GPU hours of every selected device, egress per byte leaving a
+    # region) and grams of CO2 (each device's energy at its region's intensity, the
+    # network's at the mean of its two regions); bytes per direction as for X above
+    sent = []                                  # (u, v, bytes) per directed transfer
+    for k in range(D):
+        for j in range(P - 1):
+            u, v = g_idx[k][j], g_idx[k][j + 1]
+            sent += [(u, v, mk[k] * A), (v, u, mk[k] * A)]
+    if D > 1:
+        for j in range(P):
+            for k in range(D):
+                sent.append((g_idx[k][j], g_idx[(k + 1) % D][j], 2.0 * (D - 1) / D * a.grad_bytes * N[j]))
+    cost = carbon = None
+    if inst.priced:
+        price = sum(inst.devices[g].price_per_hour for row in g_idx for g in row)
+        egress = inst.egress_usd_per_byte
+        cost = T / 3600.0 * price + (sum(egress[u, v] * b for u, v, b in sent) if egress is not None else 0.0)
+    if inst.carbon_priced:
+        ci = [inst.carbon_region.get(d.region, 0.0) / 3.6e6 for d in inst.devices]     # g per J
+        carbon = 0.0
+        for k in range(D):
+            for j in range(P):
+                g = g_idx[k][j]
+                U = mk[k] * t[k][j]
+                carbon += (a.p_busy[g] * U + a.p_wait[g] * (T - U)) * ci[g]
+        carbon += sum(a.net_j_per_byte * b * (ci[u] + ci[v]) / 2.0 for u, v, b in sent if a.cross[u, v])
+
     # -- memory: state, activations of the micro-batches in flight, logits on the last stage
     memory: dict[str, float] = {}
     for k in range(D):
@@ -181,18 +211,23 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
                 violations.append(f"memory: {plan.grid[k][j]} (replica {k}, stage {j}) needs "
                                   f"{mem / 2**30:.3f} GiB > usable {a.mem_cap[g] / 2**30:.3f} GiB")
 
-    limits = limit_violations(inst, T, E, D * P)
+    limits = limit_violations(inst, T, E, D * P, cost, carbon)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
-                      memory, Tk, R, cross, not limits, limits)
+                      memory, Tk, R, cross, not limits, limits, cost, carbon)
 
 
-def limit_violations(inst: Instance, T: float, E: float, n_devices: int) -> list[str]:
+def limit_violations(inst: Instance, T: float, E: float, n_devices: int, cost: float | None = None,
+                     carbon: float | None = None) -> list[str]:
     obj, opt = inst.objective, inst.options
     out = []
     if obj.max_time_s is not None and T > obj.max_time_s * (1 + 1e-12):
         out.append(f"max_time_s: T = {T:.6g} s > {obj.max_time_s:g} s")
     if obj.max_energy_j is not None and E > obj.max_energy_j * (1 + 1e-12):
         out.append(f"max_energy_j: E = {E:.6g} J > {obj.max_energy_j:g} J")
+    if obj.max_cost_usd is not None and (cost or 0.0) > obj.max_cost_usd * (1 + 1e-12):
+        out.append(f"max_cost_usd: C = {cost:.6g} USD > {obj.max_cost_usd:g} USD")
+    if obj.max_carbon_g is not None and (carbon or 0.0) > obj.max_carbon_g * (1 + 1e-12):
+        out.append(f"max_carbon_g: Q = {carbon:.6g} g > {obj.max_carbon_g:g} g")
     if opt.max_devices is not None and n_devices > opt.max_devices:
         out.append(f"max_devices: {n_devices} devices > {opt.max_devices}")
     return out
@@ -213,6 +248,8 @@ class BatchResult:
     network_j: np.ndarray
     memory: np.ndarray         # (n, D, P) bytes
     within_limits: np.ndarray
+    cost_usd: np.ndarray | None = None      # §9, when the instance prices them
+    carbon_g: np.ndarray | None = None
 
     @property
     def acceptable(self) -> np.ndarray:
@@ -267,6 +304,13 @@ class BatchEvaluator:
         wait = (pw * (T[:, None, None] - U)).sum(axis=(1, 2))
         network = a.net_j_per_byte * (cross_pipe + cross_ring)
         E = busy + wait + network
+        priced = {}
+        if self.inst.priced or self.inst.carbon_priced:
+            from .tariffs import charge, tariffs
+            ring_bytes = gradb if D > 1 else None
+            for name, tf in tariffs(self.inst).items():
+                if self.inst.priced if name == "cost_usd" else self.inst.carbon_priced:
+                    priced[name] = charge(tf, grid, U, T, mbf, a.A, ring_bytes)
 
         _S, q = sc.flushes(a, np.maximum(mb, 1))
         infl = sc.inflight(a, P, np.arange(P)[None, None, :], q[:, :, None])
@@ -280,15 +324,19 @@ class BatchEvaluator:
         flat = np.sort(grid.reshape(n, -1), axis=1)
         ok &= (np.diff(flat, axis=1) != 0).all(axis=1)
         return BatchResult(T, E, ok, pipeline, allreduce, busy, wait, network, mem,
-                           self._limits(T, E, D * P))
+                           self._limits(T, E, D * P, priced), priced.get("cost_usd"), priced.get("carbon_g"))
 
-    def _limits(self, T: np.ndarray, E: np.ndarray, n_dev: int) -> np.ndarray:
+    def _limits(self, T: np.ndarray, E: np.ndarray, n_dev: int, priced: dict[str, np.ndarray]) -> np.ndarray:
         obj, opt = self.inst.objective, self.inst.options
         ok = np.ones(T.shape, dtype=bool)
         if obj.max_time_s is not None:
             ok &= T <= obj.max_time_s * (1 + 1e-12)
         if obj.max_energy_j is not None:
             ok &= E <= obj.max_energy_j * (1 + 1e-12)
+        if obj.max_cost_usd is not None:
+            ok &= priced.get("cost_usd", np.zeros_like(T)) <= obj.max_cost_usd * (1 + 1e-12)
+        if obj.max_carbon_g is not None:
+            ok &= priced.get("carbon_g", np.zeros_like(T)) <= obj.max_carbon_g * (1 + 1e-12)
         if opt.max_devices is not None and n_dev > opt.max_devices:
             ok[:] = False
         return ok
@@ -305,5 +353,6 @@ class BatchEvaluator:
             mb = np.array([plans[i].micro_batches for i in members])
             res = self(grid, cuts, mb)
             for row, i in enumerate(members):
-                out[i] = BatchResult(*(np.asarray(getattr(res, f))[row:row + 1] for f in res.__dataclass_fields__))
+                out[i] = BatchResult(*(None if getattr(res, f) is None else np.asarray(getattr(res, f))[row:row + 1]
+                                       for f in res.__dataclass_fields__))
         return out

@@ -10,22 +10,34 @@ from .instance import Objective
 TIE_RTOL = 1e-9
 
 
-def primary(obj: Objective, T, E):
-    """The scalar that is minimised first (works on floats and numpy arrays)."""
+def primary(obj: Objective, T, E, C=None, Q=None):
+    """The scalar that is minimised first (works on floats and numpy arrays);
+    ``C`` dollars and ``Q`` grams per iteration (§9) for the cost and carbon kinds."""
     if obj.kind == "time":
         return T
     if obj.kind == "energy":
         return E
+    if obj.kind in ("cost", "carbon"):
+        v = C if obj.kind == "cost" else Q
+        if v is None:
+            raise ValueError(f"objective {obj.kind}: the instance does not price it (formulations/model.md §9)")
+        return v
     return obj.lam * np.asarray(T) / obj.time_ref_s + (1.0 - obj.lam) * np.asarray(E) / obj.energy_ref_j
 
 
-def secondary(obj: Objective, T, E):
-    """The tie-breaker: E for time, T for energy, T for weighted."""
+def secondary(obj: Objective, T, E, C=None, Q=None):
+    """The tie-breaker: E for time, T for every other kind."""
     return E if obj.kind == "time" else T
 
 
-def key(obj: Objective, T: float, E: float) -> tuple[float, float]:
-    return float(primary(obj, T, E)), float(secondary(obj, T, E))
+def key(obj: Objective, T: float, E: float, C: float | None = None, Q: float | None = None) -> tuple[float, float]:
+    return float(primary(obj, T, E, C, Q)), float(secondary(obj, T, E, C, Q))
+
+
+def of(obj: Objective, r) -> tuple:
+    """(primary, secondary) of an evaluation or a batch result (floats or arrays)."""
+    args = (r.time_s, r.energy_j, r.cost_usd, r.carbon_g)
+    return primary(obj, *args), secondary(obj, *args)
 
 
 def better(obj: Objective, a: tuple[float, float], b: tuple[float, float] | None) -> bool:

@@ -62,6 +62,7 @@ def instance_schema() -> dict[str, Any]:
         "memory_gib": _num("memory_gib", positive=True),
         "busy_w": _num("busy_w", positive=True, doc="board power while computing, W"),
         "wait_w": _num("wait_w", nonneg=True, doc="board power while waiting, W (<= busy_w)"),
+        "price_per_hour": _num("price_per_hour", nonneg=True, doc="USD per GPU-hour (cost, §9); default 0"),
     }
     link = {"latency_ms": _num("latency_ms", nonneg=True), "bandwidth_gbps": _num("bandwidth_gbps", positive=True)}
     link_obj = _obj(link, ("latency_ms", "bandwidth_gbps"))
@@ -96,8 +97,13 @@ def instance_schema() -> dict[str, Any]:
                    "bandwidth_gbps": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}},
                   ("order", "latency_ms", "bandwidth_gbps"),
                   doc="full n x n matrices in the device order given (diagonal ignored)")
+    region_pair = _obj({"a": _STR, "b": _STR, **link,
+                        "egress_usd_per_gb": _num("egress_usd_per_gb", nonneg=True,
+                                                  doc="USD per GB sent from a to b (cost, §9); default 0")},
+                       ("a", "b", "latency_ms", "bandwidth_gbps"),
+                       doc="{a, b} covers both directions unless {b, a} is listed too")
     network = _obj({"intra_node": link_obj, "intra_region": link_obj,
-                    "inter_region": {"type": "array", "items": pair}, "pairs": {"type": "array", "items": pair},
+                    "inter_region": {"type": "array", "items": region_pair}, "pairs": {"type": "array", "items": pair},
                     "matrix": matrix},
                    doc="tiers, then region pairs, then device pairs, then the matrix: later ones win")
     return {
@@ -111,7 +117,10 @@ def instance_schema() -> dict[str, Any]:
             "devices": {"type": "array", "items": device, "minItems": 1},
             "network": network,
             "energy": _obj({"net_j_per_byte": _num("net_j_per_byte", nonneg=True),
-                            "pue": {"type": "object", "additionalProperties": _num(maximum=LIMITS["pue"]) | {"minimum": 1}}}),
+                            "pue": {"type": "object", "additionalProperties": _num(maximum=LIMITS["pue"]) | {"minimum": 1}},
+                            "carbon_g_per_kwh": {"type": "object",
+                                                 "additionalProperties": _num("carbon_g_per_kwh", nonneg=True),
+                                                 "description": "grams of CO2 per kWh by region (carbon, §9)"}}),
             "options": _obj({"memory_headroom": _num(positive=True, maximum=1),
                              "schedule": {"enum": list(SCHEDULES)}, "batch_split": {"enum": list(BATCH_SPLITS)},
                              "max_devices": _int("max_devices"), "exposed_comm": _num(nonneg=True, maximum=1),
@@ -120,7 +129,9 @@ def instance_schema() -> dict[str, Any]:
                                "time_ref_s": _num("time_ref_s", positive=True),
                                "energy_ref_j": _num("energy_ref_j", positive=True),
                                "max_time_s": _num("max_time_s", positive=True),
-                               "max_energy_j": _num("max_energy_j", positive=True)}),
+                               "max_energy_j": _num("max_energy_j", positive=True),
+                               "max_cost_usd": _num("max_cost_usd", positive=True),
+                               "max_carbon_g": _num("max_carbon_g", positive=True)}),
         }, ("model", "devices", "network")),
     }
 

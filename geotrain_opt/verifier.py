@@ -107,7 +107,7 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
             for what, got, want in (("T", res.evaluation.time_s, ev.time_s), ("E", res.evaluation.energy_j, ev.energy_j)):
                 if abs(got - want) > 1e-9 * max(abs(want), 1e-300):
                     ver.inconsistencies.append(f"{name}: reported {what} = {got!r} but re-evaluation gives {want!r}")
-            value = float(objmod.primary(inst.objective, ev.time_s, ev.energy_j))
+            value = float(objmod.of(inst.objective, ev)[0])
             if res.objective_value is None or abs(res.objective_value - value) > 1e-9 * max(abs(value), 1e-300):
                 ver.inconsistencies.append(f"{name}: reported objective {res.objective_value!r} but plan gives {value!r}")
     # (b) the exact methods agree; nobody beats a proof

@@ -9,7 +9,7 @@ from ..errors import InstanceError
 
 SCHEDULES = ("1f1b", "gpipe")
 BATCH_SPLITS = ("uniform", "free")
-OBJECTIVES = ("time", "energy", "weighted")
+OBJECTIVES = ("time", "energy", "weighted", "cost", "carbon")
 
 
 # Largest accepted values (formulations/model.md §8, "ranges"): far above any real
@@ -26,6 +26,8 @@ LIMITS: dict[str, float] = {
     "net_j_per_byte": 1.0, "pue": 10.0,
     "work_scale": 1e3, "params_scale": 1e3, "act_scale": 1e3,
     "time_ref_s": 1e12, "energy_ref_j": 1e18, "max_time_s": 1e12, "max_energy_j": 1e18,
+    "price_per_hour": 1e6, "egress_usd_per_gb": 1e6, "carbon_g_per_kwh": 1e5,
+    "max_cost_usd": 1e15, "max_carbon_g": 1e18,
 }
 
 
@@ -33,7 +35,7 @@ _TOP = {"name", "description", "source", "model", "gpu_types", "devices", "netwo
         "options", "objective"}
 _MODEL = {"preset", "layers", "hidden", "heads", "seq_len", "vocab", "ffn_hidden", "global_batch",
           "micro_batch", "precision_bytes", "recompute", "state_bytes", "grad_bytes", "layer_overrides"}
-_GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source"}
+_GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source", "price_per_hour"}
 _DEVICE = {"id", "type", "region", "node", "count", "id_prefix", "gpus_per_node", "nic_gbps"} | (_GPU - {"source"})
 _LINK = {"latency_ms", "bandwidth_gbps"}
 

@@ -12,7 +12,7 @@ import numpy as np
 from .. import units
 from ..catalog import GPU_CATALOG, MODEL_PRESETS, GpuType
 from ..errors import InstanceError
-from .network import _read_network
+from .network import _read_network, read_egress
 from .records import Device, Instance, Model, Objective, Options
 from .fields import (_DEVICE, _GPU, _MODEL, _TOP, BATCH_SPLITS, LIMITS, MAX_DEVICES, OBJECTIVES, SCHEDULES,
                      _Reader)
@@ -113,26 +113,36 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
     devices = _read_devices(top.req("devices"), catalog)
     options = _read_options(_Reader(top.get("options", {}), "options"), len(devices))
     objective = _read_objective(_Reader(top.get("objective", {}), "objective"))
-    alpha, beta = _read_network(_Reader(top.req("network"), "network"), devices)
+    net_r = _Reader(top.req("network"), "network")
+    alpha, beta = _read_network(net_r, devices)
+    egress = read_egress(net_r, devices)
     energy = _Reader(top.get("energy", {}), "energy")
-    energy.unknown_keys({"net_j_per_byte", "pue"})
+    energy.unknown_keys({"net_j_per_byte", "pue", "carbon_g_per_kwh"})
     net_j = energy.number("net_j_per_byte", 0.0, nonneg=True)
-    pue_raw = energy.get("pue", {})
-    pue_r = _Reader(pue_raw, "energy.pue")
     known_regions = {d.region for d in devices}
-    pue: dict[str, float] = {}
-    for r in pue_raw:
-        if str(r) not in known_regions:
-            raise InstanceError(f"energy.pue.{r}", "unknown region (no device is in it)")
-        v = pue_r.number(r, positive=True, maximum=LIMITS["pue"])
+    pue = _by_region(energy, "pue", known_regions, positive=True, maximum=LIMITS["pue"])
+    for r, v in pue.items():
         if v < 1.0:
             raise InstanceError(f"energy.pue.{r}", f"PUE must be >= 1, got {v}")
-        pue[str(r)] = v
+    carbon = _by_region(energy, "carbon_g_per_kwh", known_regions, nonneg=True)
     inst = Instance(name=str(top.get("name", default_name)), model=model, devices=devices,
                     alpha=alpha, beta=beta, net_j_per_byte=net_j, pue_region=pue,
-                    options=options, objective=objective)
+                    options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon)
+    inst.check_priced()
     _check_fits_somewhere(inst)
     return inst
+
+
+def _by_region(energy: _Reader, key: str, known: set[str], **limits: Any) -> dict[str, float]:
+    """``energy.<key>``: a number per region of the instance (pue, carbon_g_per_kwh)."""
+    raw = energy.get(key, {})
+    rr = _Reader(raw, energy.sub(key))
+    out: dict[str, float] = {}
+    for r in raw:
+        if str(r) not in known:
+            raise InstanceError(f"{energy.sub(key)}.{r}", "unknown region (no device is in it)")
+        out[str(r)] = rr.number(r, **({"maximum": LIMITS.get(key)} | limits))
+    return out
 
 
 def _read_model(r: _Reader) -> Model:
@@ -196,6 +206,7 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
         busy_w=val("busy_w", default=base.busy_w if base else None),
         wait_w=r.number("wait_w", base.wait_w if base else None, nonneg=True),
         source=str(r.get("source", base.source if base else "instance file")),
+        price_per_hour=r.number("price_per_hour", base.price_per_hour if base else 0.0, nonneg=True),
     )
     if spec.efficiency > 1:
         raise InstanceError(r.sub("efficiency"), f"must be in (0, 1], got {spec.efficiency}")
@@ -257,7 +268,8 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
                                     f"({_gbps(node_nic[node][0])} at {node_nic[node][1]}, {_gbps(nic)} here)")
             node_nic.setdefault(node, (nic, did))
             out.append(Device(did, tname, units.tflops_to_flops(spec.peak_tflops), spec.efficiency,
-                              units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node, nic))
+                              units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node, nic,
+                              spec.price_per_hour))
     return out
 
 
@@ -282,7 +294,8 @@ def _read_options(r: _Reader, n: int) -> Options:
 
 
 def _read_objective(r: _Reader) -> Objective:
-    r.unknown_keys({"kind", "lambda", "time_ref_s", "energy_ref_j", "max_time_s", "max_energy_j"})
+    r.unknown_keys({"kind", "lambda", "time_ref_s", "energy_ref_j", "max_time_s", "max_energy_j",
+                    "max_cost_usd", "max_carbon_g"})
     lam = r.number("lambda", 0.5)
     if not 0 <= lam <= 1:
         raise InstanceError(r.sub("lambda"), f"must be in [0, 1], got {lam}")
@@ -292,6 +305,8 @@ def _read_objective(r: _Reader) -> Objective:
         energy_ref_j=r.number("energy_ref_j", 1000.0, positive=True),
         max_time_s=r.number("max_time_s", positive=True) if r.has("max_time_s") else None,
         max_energy_j=r.number("max_energy_j", positive=True) if r.has("max_energy_j") else None,
+        max_cost_usd=r.number("max_cost_usd", positive=True) if r.has("max_cost_usd") else None,
+        max_carbon_g=r.number("max_carbon_g", positive=True) if r.has("max_carbon_g") else None,
     )
 
 

@@ -44,13 +44,14 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
     idx = {d.id: i for i, d in enumerate(devices)}
     regions = {d.region for d in devices}
 
-    def directed(entries: Any, path: str, names: set[str], what: str) -> dict[tuple[str, str], tuple[float, float]]:
+    def directed(entries: Any, path: str, names: set[str], what: str,
+                 allowed: set[str] = frozenset()) -> dict[tuple[str, str], tuple[float, float]]:
         # {a, b} covers both directions unless {b, a} is listed too (formulations/model.md §1).
         if not isinstance(entries, list):
             raise InstanceError(path, "expected a list of {a, b, latency_ms, bandwidth_gbps}")
         explicit: dict[tuple[str, str], tuple[float, float]] = {}
         for i, e in enumerate(entries):
-            er, lat, bw = _read_link(e, f"{path}[{i}]", {"a", "b"})
+            er, lat, bw = _read_link(e, f"{path}[{i}]", {"a", "b"} | set(allowed))
             a, b = er.string("a"), er.string("b")
             for key, v in (("a", a), ("b", b)):
                 if v not in names:
@@ -65,7 +66,7 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
             out.setdefault((b, a), v)
         return out
 
-    inter = directed(r.get("inter_region", []), r.sub("inter_region"), regions, "region")
+    inter = directed(r.get("inter_region", []), r.sub("inter_region"), regions, "region", {EGRESS})
     pairs = directed(r.get("pairs", []), r.sub("pairs"), set(idx), "device")
     tiers = {}
     for key in ("intra_node", "intra_region"):
@@ -142,6 +143,36 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
     np.fill_diagonal(alpha, 0.0)
     np.fill_diagonal(beta, np.inf)
     return alpha, beta
+
+
+EGRESS = "egress_usd_per_gb"
+
+
+def read_egress(r: _Reader, devices: list[Device]) -> np.ndarray | None:
+    """USD per byte sent from u to v, (n, n), from the ``egress_usd_per_gb`` of the
+    ``inter_region`` entries (an entry {a, b} prices both directions unless {b, a} is
+    listed too, as for links); None when no entry prices egress. Call after
+    :func:`_read_network` has checked the entries."""
+    entries = r.get("inter_region", []) if r.has("inter_region") else []
+    explicit: dict[tuple[str, str], float] = {}
+    for i, e in enumerate(entries):
+        er = _Reader(e, f"{r.sub('inter_region')}[{i}]")
+        explicit[(er.string("a"), er.string("b"))] = er.number(EGRESS, 0.0, nonneg=True)
+    if not any(v > 0 for v in explicit.values()):
+        return None
+    price = dict(explicit)
+    for (a, b), v in explicit.items():
+        price.setdefault((b, a), v)
+    names = sorted({d.region for d in devices})
+    reg_of = _codes([d.region for d in devices], names)
+    R = np.zeros((len(names), len(names)))
+    pos = {name: i for i, name in enumerate(names)}
+    for (a, b), v in price.items():
+        R[pos[a], pos[b]] = v / 1e9                   # GB = 1e9 bytes, as cloud price lists count
+    out = R[reg_of[:, None], reg_of[None, :]]
+    out[reg_of[:, None] == reg_of[None, :]] = 0.0      # egress is what leaves a region
+    out.setflags(write=False)
+    return out
 
 
 def _codes(names: list[str], order: list[str] | None = None) -> np.ndarray:

@@ -82,6 +82,7 @@ class Device:
     region: str
     node: str
     nic_bps: float | None = None     # the node's NIC, bytes/s, shared by its devices
+    price_per_hour: float = 0.0      # USD per hour (formulations/model.md §9)
 
     @property
     def speed(self) -> float:
@@ -106,6 +107,8 @@ class Objective:
     energy_ref_j: float = 1000.0
     max_time_s: float | None = None
     max_energy_j: float | None = None
+    max_cost_usd: float | None = None      # ε-limits on the priced metrics (formulations/model.md §9)
+    max_carbon_g: float | None = None
 
 
 @dataclass
@@ -120,6 +123,10 @@ class Instance:
     options: Options
     objective: Objective
     source: str = ""
+    # prices and carbon (formulations/model.md §9): USD per byte sent u -> v across
+    # regions ((n, n), None: no egress priced) and grams of CO2 per kWh by region
+    egress_usd_per_byte: np.ndarray | None = None
+    carbon_region: dict[str, float] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------- derived arrays
@@ -162,6 +169,30 @@ class Instance:
         if unknown:
             raise ValueError(f"unknown option(s): {sorted(unknown)}")
         from dataclasses import replace
-        return Instance(self.name, self.model, self.devices, self.alpha, self.beta,
-                        self.net_j_per_byte, self.pue_region, replace(self.options, **opt),
-                        replace(self.objective, **obj), self.source)
+        out = replace(self, options=replace(self.options, **opt), objective=replace(self.objective, **obj),
+                      _cache={})
+        out.check_priced()
+        return out
+
+    def check_priced(self) -> None:
+        """An objective or limit on dollars or grams needs the instance to price them."""
+        from ..errors import InstanceError
+        o = self.objective
+        if (o.kind == "cost" or o.max_cost_usd is not None) and not self.priced:
+            raise InstanceError("objective.kind" if o.kind == "cost" else "objective.max_cost_usd",
+                                "cost needs prices: price_per_hour of a GPU type or device, or "
+                                "egress_usd_per_gb of an inter_region link")
+        if (o.kind == "carbon" or o.max_carbon_g is not None) and not self.carbon_priced:
+            raise InstanceError("objective.kind" if o.kind == "carbon" else "objective.max_carbon_g",
+                                "carbon needs energy.carbon_g_per_kwh of at least one region")
+
+    @property
+    def priced(self) -> bool:
+        """True when the instance prices GPU hours or egress (cost is then reported)."""
+        return any(d.price_per_hour > 0 for d in self.devices) or (
+            self.egress_usd_per_byte is not None and bool((self.egress_usd_per_byte > 0).any()))
+
+    @property
+    def carbon_priced(self) -> bool:
+        """True when some region has a carbon intensity (carbon is then reported)."""
+        return any(v > 0 for v in self.carbon_region.values())

@@ -55,13 +55,13 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             fit(nbrs)
             for g in nbrs:
                 if g.feasible:
-                    inc.offer(g.to_plan(inst), *g.te)
+                    inc.offer_key(g.to_plan(inst), g.key, *g.te)
                 delta = (g.key[0] - cur.key[0]) / max(abs(cur.key[0]), 1e-300)
                 if delta <= 0 or rng.random() < math.exp(-delta / temp):
                     cur = g
             steps += 1
     if cur.feasible:
-        inc.offer(cur.to_plan(inst), *cur.te)
+        inc.offer_key(cur.to_plan(inst), cur.key, *cur.te)
     status = "heuristic" if inc.plan is not None else "unknown"
     return finish("simulated-annealing", inst, opts, inc.plan, status, deadline,
                   stats={"evaluations": fit.evaluations, "steps": steps, "interrupted": term.interrupted})

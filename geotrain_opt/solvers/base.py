@@ -63,8 +63,12 @@ class Incumbent:
         self.plan: Plan | None = None
         self.T = self.E = float("inf")
 
-    def offer(self, plan: Plan, T: float, E: float) -> bool:
-        k = objmod.key(self.inst.objective, T, E)
+    def offer(self, plan: Plan, T: float, E: float, C: float | None = None, Q: float | None = None) -> bool:
+        """``C``, ``Q``: the plan's dollars and grams (§9), needed under those objectives."""
+        return self.offer_key(plan, objmod.key(self.inst.objective, T, E, C, Q), T, E)
+
+    def offer_key(self, plan: Plan, k: tuple[float, float], T: float, E: float) -> bool:
+        """As ``offer``, with the objective key already computed (a batch's, a genome's)."""
         if objmod.better(self.inst.objective, k, self.key):
             self.key, self.plan, self.T, self.E = k, plan, T, E
             return True
@@ -77,7 +81,7 @@ def finish(name: str, inst: Instance, opts: SolveOptions, plan: Plan | None, sta
     ev = evaluate(inst, plan) if plan is not None else None
     value = None
     if ev is not None:
-        value = float(objmod.primary(inst.objective, ev.time_s, ev.energy_j))
+        value = float(objmod.of(inst.objective, ev)[0])
     if best_bound is not None and value is not None and status == "optimal":
         best_bound = min(best_bound, value)
     return SolverResult(solver=name, status=status, plan=plan, evaluation=ev,

@@ -42,7 +42,7 @@ def _best(name: str, inst: Instance, opts: SolveOptions, candidates) -> SolverRe
         p, s, T, E, ok = fit.keys_of(D, P, grid[None], np.asarray(cuts)[None], np.asarray(mb)[None])
         tried += 1
         if ok[0]:
-            inc.offer(Plan.from_indices(inst.ids, grid, cuts, mb), float(T[0]), float(E[0]))
+            inc.offer_key(Plan.from_indices(inst.ids, grid, cuts, mb), (float(p[0]), float(s[0])), float(T[0]), float(E[0]))
     status = "heuristic" if inc.plan is not None else "unknown"
     return finish(name, inst, opts, inc.plan, status, deadline, stats={"plans_tried": tried})
 

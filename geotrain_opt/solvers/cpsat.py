@@ -218,7 +218,7 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
         plan = Plan.from_indices(inst.ids, grid, cuts, mb)
         ev = evaluate(src, plan)
         ok = ev.acceptable and (time_cap is None or ev.time_s <= time_cap)
-        val = float(objmod.primary(obj, ev.time_s, ev.energy_j)) if ok else math.inf
+        val = float(objmod.of(obj, ev)[0]) if ok else math.inf
         if val < best_val:
             best, best_val = plan, val
         bound = min(model_bound, best_val)

@@ -17,7 +17,9 @@ import numpy as np
 from .. import objective as objmod
 from ..bounds import shape_bounds
 from ..construct import feasible_shapes, smallest_feasible_plan
+from ..errors import SolverError
 from ..evaluator import BatchEvaluator, evaluate
+from ..tariffs import priced_floors
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
@@ -55,7 +57,8 @@ def lower_bound(inst: Instance) -> float:
     work = a.M * float(a.w_prefix[-1] + a.head_work)
     T_lb = work / float(a.speed.sum())
     E_lb = work * float((a.p_busy / a.speed).min())
-    return float(objmod.primary(inst.objective, T_lb, E_lb))
+    return float(objmod.primary(inst.objective, T_lb, E_lb, *priced_floors(inst, work, T_lb, 1)))
+
 
 
 def model_kind(inst: Instance, kind: str = "auto") -> str:
@@ -82,7 +85,7 @@ def _constructive(inst: Instance, shapes, deadline: Deadline) -> tuple[dict, lis
         res = ev(np.stack([b[0] for b in built]), np.stack([b[1] for b in built]), np.stack([b[2] for b in built]))
         for i, (grid, cuts, mb) in enumerate(built):
             if res.acceptable[i]:
-                v = float(objmod.primary(inst.objective, res.time_s[i], res.energy_j[i]))
+                v = float(objmod.of(inst.objective, res)[0][i])
                 best[(D, P)] = min(best.get((D, P), float("inf")), v)
                 plans.append((v, Plan.from_indices(inst.ids, grid, cuts, mb)))
     return best, plans
@@ -102,6 +105,12 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     from . import spec      # the engine's own options class (CpsatOptions, MilpOptions): checked here
     options = spec(name).options.parse(name, opts.extra)
+    obj = inst.objective
+    if obj.kind in ("cost", "carbon") or obj.max_cost_usd is not None or obj.max_carbon_g is not None:
+        what = f"objective {obj.kind}" if obj.kind in ("cost", "carbon") else \
+            "max_cost_usd" if obj.max_cost_usd is not None else "max_carbon_g"
+        raise SolverError(f"{name}: {what} is not in the exact formulation yet; bruteforce proves it on small "
+                          f"instances, memetic plans it on large ones")
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)
@@ -118,7 +127,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     for p in start_plans:
         ev = evaluate(inst, p)
         if ev.acceptable:
-            inc.offer(p, ev.time_s, ev.energy_j)
+            inc.offer(p, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
     ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0]) if start_plans else None)
     T_ref = ref.time_s if ref else 1.0
     E_ref = ref.energy_j if ref else 1000.0
@@ -154,8 +163,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
         if out.plan is not None:
             ev = evaluate(inst, out.plan)
             if ev.acceptable:
-                inc.offer(out.plan, ev.time_s, ev.energy_j)
-                shape_values[(D, P)] = float(objmod.primary(obj, ev.time_s, ev.energy_j))
+                inc.offer(out.plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
+                shape_values[(D, P)] = float(objmod.of(obj, ev)[0])
         if out.status in ("feasible", "unknown"):
             # the model's bound, but never below the shape's own bound (bounds.py)
             open_shapes[(D, P)] = max(out.bound, shape_floor(D, P)) if out.bound is not None else shape_floor(D, P)
@@ -212,7 +221,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
             if out.plan is not None:
                 ev = evaluate(inst, out.plan)
                 if ev.acceptable:
-                    inc.offer(out.plan, ev.time_s, ev.energy_j)
+                    inc.offer(out.plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
     if inc.plan is None:
         status = "infeasible" if status == "optimal" else "unknown"
     value = inc.key[0] if inc.key else None

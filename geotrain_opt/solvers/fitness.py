@@ -32,8 +32,7 @@ class Fitness:
         res = self.ev(grids, cuts, mb)
         self.evaluations += len(grids)
         T, E = res.time_s, res.energy_j
-        p = np.asarray(objmod.primary(self.obj, T, E), dtype=float)
-        s = np.asarray(objmod.secondary(self.obj, T, E), dtype=float)
+        p, s = (np.asarray(v, dtype=float) for v in objmod.of(self.obj, res))
         ok = res.acceptable
         if not ok.all():
             cap = self.ev.a.mem_cap[grids]
@@ -43,6 +42,10 @@ class Fitness:
                 lim = lim + np.maximum(T / self.obj.max_time_s - 1.0, 0.0)
             if self.obj.max_energy_j is not None:
                 lim = lim + np.maximum(E / self.obj.max_energy_j - 1.0, 0.0)
+            if self.obj.max_cost_usd is not None and res.cost_usd is not None:
+                lim = lim + np.maximum(res.cost_usd / self.obj.max_cost_usd - 1.0, 0.0)
+            if self.obj.max_carbon_g is not None and res.carbon_g is not None:
+                lim = lim + np.maximum(res.carbon_g / self.obj.max_carbon_g - 1.0, 0.0)
             bad = ~ok
             p = np.where(bad, PENALTY * (1.0 + over + lim) + p, p)
         return p, s, T, E, ok

@@ -53,4 +53,5 @@ def _draw(inst: Instance, fit: Fitness, inc: Incumbent, shapes: list, rng: np.ra
     p, s, T, E, ok = fit.keys_of(D, P, grids, cuts, mb)
     for i in np.flatnonzero(ok):
         if inc.key is None or p[i] <= inc.key[0] * (1 + 1e-9):
-            inc.offer(Plan.from_indices(inst.ids, grids[i], cuts[i], mb[i]), float(T[i]), float(E[i]))
+            inc.offer_key(Plan.from_indices(inst.ids, grids[i], cuts[i], mb[i]), (float(p[i]), float(s[i])),
+                          float(T[i]), float(E[i]))
