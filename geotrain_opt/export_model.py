@@ -21,8 +21,7 @@ FORMATS = ("mps", "lp", "cpsat")
 
 def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> dict[str, Any]:
     """Build the (D, P) model and write it; returns its size and units."""
-    from .solvers.exact import RES_BITS, run_model
-    from .solvers.formulation import BuildSpec
+    from .solvers.exact import reference_units, run_model
     if fmt not in FORMATS:
         raise SolverError(f"--format: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     shapes = feasible_shapes(inst)
@@ -31,8 +30,7 @@ def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> 
                           f"(feasible: {', '.join(f'{d}x{p}' for d, p in shapes[:12])}{', …' if len(shapes) > 12 else ''})")
     ref = smallest_feasible_plan(inst)
     ev = evaluate(inst, ref) if ref is not None else None
-    T_ref, E_ref = (ev.time_s, ev.energy_j) if ev is not None else (1.0, 1000.0)
-    units = BuildSpec(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS)
+    units = reference_units(ev)
     path = Path(path)
     if fmt == "cpsat":
         from .solvers.cpsat import CpSatBackend

@@ -83,7 +83,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 for i in objmod.pareto_filter(list(zip(T.tolist(), E.tolist()))):
                     r = ok[i]
                     front.append((float(T[i]), float(E[i]), Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r])))
-            p, s = (np.asarray(v, dtype=float) for v in objmod.of(obj, res))
+            p, s = (np.asarray(v, dtype=float)[ok] for v in objmod.of(obj, res))
             pmin = p.min()
             ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
             i = ties[np.argmin(s[ties])]

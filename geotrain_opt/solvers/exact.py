@@ -17,7 +17,6 @@ import numpy as np
 from .. import objective as objmod
 from ..bounds import shape_bounds
 from ..construct import feasible_shapes, smallest_feasible_plan
-from ..errors import SolverError
 from ..evaluator import BatchEvaluator, evaluate
 from ..tariffs import priced_floors
 from ..instance import Instance
@@ -59,6 +58,19 @@ def lower_bound(inst: Instance) -> float:
     E_lb = work * float((a.p_busy / a.speed).min())
     return float(objmod.primary(inst.objective, T_lb, E_lb, *priced_floors(inst, work, T_lb, 1)))
 
+
+
+def reference_units(ref: Any, **spec: Any) -> formulation.BuildSpec:
+    """Units of a model from a reference plan's evaluation (None: none known): one
+    unit of each quantity is 2^-RES_BITS of the plan's (formulations/exact.md §5)."""
+    def ref_of(value: float | None, default: float) -> float:
+        return value if value is not None and value > 0 else default
+    T_ref = ref_of(ref.time_s if ref else None, 1.0)
+    E_ref = ref_of(ref.energy_j if ref else None, 1000.0)
+    C_ref = ref_of(ref.cost_usd if ref else None, 1.0)
+    Q_ref = ref_of(ref.carbon_g if ref else None, 1.0)
+    r = 2.0 ** -RES_BITS
+    return formulation.BuildSpec(t_unit=T_ref * r, e_unit=E_ref * r, c_unit=C_ref * r, q_unit=Q_ref * r, **spec)
 
 
 def model_kind(inst: Instance, kind: str = "auto") -> str:
@@ -105,12 +117,6 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     from . import spec      # the engine's own options class (CpsatOptions, MilpOptions): checked here
     options = spec(name).options.parse(name, opts.extra)
-    obj = inst.objective
-    if obj.kind in ("cost", "carbon") or obj.max_cost_usd is not None or obj.max_carbon_g is not None:
-        what = f"objective {obj.kind}" if obj.kind in ("cost", "carbon") else \
-            "max_cost_usd" if obj.max_cost_usd is not None else "max_carbon_g"
-        raise SolverError(f"{name}: {what} is not in the exact formulation yet; bruteforce proves it on small "
-                          f"instances, memetic plans it on large ones")
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)
@@ -129,11 +135,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
         if ev.acceptable:
             inc.offer(p, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
     ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0]) if start_plans else None)
-    T_ref = ref.time_s if ref else 1.0
-    E_ref = ref.energy_j if ref else 1000.0
     model = model_kind(inst, options.exact_model)
-    units = formulation.BuildSpec(t_unit=T_ref * 2.0 ** -RES_BITS, e_unit=E_ref * 2.0 ** -RES_BITS,
-                                  classes=model == "classes")
+    units = reference_units(ref, classes=model == "classes")
     obj = inst.objective
     # promising shapes first: their optima become cutoffs that prune the rest
     shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[0] * s[1]))
@@ -198,7 +201,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     # It refines a proven optimum, so it gets at most half the time the proof took
     # (and what is left): a hard secondary problem must not eat the whole budget.
     tie_break = "not needed"
-    if inc.key and obj.kind in ("time", "energy") and status == "optimal":
+    if inc.key and obj.kind in ("time", "energy", "cost", "carbon") and status == "optimal":
         tie_kind = "energy" if obj.kind == "time" else "time"
         tie_end = deadline.elapsed + max(2.0, 0.5 * deadline.elapsed)
         tie_break = "done"
@@ -210,12 +213,18 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
                 tie_break = "time limit"
                 break
             # the cap must admit the optimal plan despite the integer model's over-estimate
+            tie_inst = inst
             if obj.kind == "time":
                 cap = units.but(objective=tie_kind, time_cap=inc.key[0] * (1 + 1e-9))
-            else:
+            elif obj.kind == "energy":
                 cap = units.but(objective=tie_kind, energy_cap=inc.key[0] * (1 + 1e-6))
+            else:       # dollars or grams capped at the optimum as the instance's own limit
+                cap = units.but(objective=tie_kind)
+                limit = "max_cost_usd" if obj.kind == "cost" else "max_carbon_g"
+                tie_inst = inst.with_options(**{limit: min(inc.key[0] * (1 + 1e-6),
+                                                           getattr(obj, limit) or float("inf"))})
             # no hint: a hint the capped model rejects slows CP-SAT down by orders of magnitude
-            out = _run_bounded(run, inst, D, P, cap, budget, opts, None)
+            out = _run_bounded(run, tie_inst, D, P, cap, budget, opts, None)
             if out.status not in ("optimal", "infeasible"):
                 tie_break = "time limit"
             if out.plan is not None:

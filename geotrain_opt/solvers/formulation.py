@@ -80,6 +80,8 @@ class BuildSpec:
     t_unit: float
     e_unit: float
     cutoff: float | None = None
+    c_unit: float = 1.0          # dollars and grams (formulations/model.md §9), where modelled
+    q_unit: float = 1.0
     objective: str | None = None
     time_cap: float | None = None
     energy_cap: float | None = None
@@ -89,7 +91,8 @@ class BuildSpec:
 
     def scaled(self, factor: float) -> "BuildSpec":
         """The same spec with both units multiplied by ``factor``."""
-        return replace(self, t_unit=self.t_unit * factor, e_unit=self.e_unit * factor)
+        return replace(self, t_unit=self.t_unit * factor, e_unit=self.e_unit * factor,
+                       c_unit=self.c_unit * factor, q_unit=self.q_unit * factor)
 
     def but(self, **changes: Any) -> "BuildSpec":
         return replace(self, **changes)
@@ -271,8 +274,14 @@ class _Model:
             # the cutoff bounds T too, which keeps CP-SAT's integer domains small
             if kind == "time":
                 T_ub = min(T_ub, cutoff)
-            elif kind == "energy":
-                pw = float(np.sort(a.p_wait)[: D * P].sum())
+            elif kind in ("energy", "cost", "carbon"):
+                # every metric charges each selected device at least its wait rate for T
+                if kind == "energy":
+                    waits = a.p_wait
+                else:
+                    from ..tariffs import tariffs
+                    waits = tariffs(self.inst)["cost_usd" if kind == "cost" else "carbon_g"].wait
+                pw = float(np.sort(waits)[: D * P].sum())
                 if pw > 0:
                     T_ub = min(T_ub, cutoff / pw)
             elif obj.lam > 0:
@@ -359,89 +368,129 @@ class _Model:
                         be.le(terms, float(self.mem_cap[u]) - const, 1.0, (x[u, k, j],) + lits)
 
     def energy(self) -> None:
-        """E = sum pue(Pb-Pw) U + sum_{g in S} pue Pw T + e_net * cross bytes."""
+        """E = sum pue(Pb-Pw) U + sum_{g in S} pue Pw T + e_net * cross bytes; and the
+        priced metrics of formulations/model.md §9 (dollars, grams) where the
+        objective or a limit asks for them: the same sums at other rates (§3.4)."""
+        a = self.a
+        self.on = {}          # class members in use, shared by every metric's wait term
+        self.E_terms = self.metric("", self.p_busy, self.p_wait, a.net_j_per_byte, self.cross, self.cross,
+                                   self.spec.e_unit)
+        self.priced_terms: dict[str, Terms] = {}
+        obj, kind = self.obj, self.kind
+        for name, metric, cap in (("cost", "cost_usd", obj.max_cost_usd), ("carbon", "carbon_g", obj.max_carbon_g)):
+            if kind != name and cap is None:
+                continue
+            from ..tariffs import tariffs
+            tf = tariffs(self.inst)[metric]
+            first = [c[0] for c in self.unit_members]
+            pipe, ring = (tf.link + tf.link.T) / 2.0, tf.link
+            scale = float(max(pipe.max(), ring.max()))
+            norm = (lambda m: _unit_links(m / scale, self.unit_members)) if scale > 0 else (lambda m: m[:0, :0])
+            unit = self.spec.c_unit if name == "cost" else self.spec.q_unit
+            self.priced_terms[name] = self.metric(f"{name}_", tf.busy[first], tf.wait[first], scale,
+                                                  norm(pipe), norm(ring), unit)
+
+    def metric(self, tag: str, p_busy: np.ndarray, p_wait: np.ndarray, scale: float, pipe: np.ndarray,
+               ring: np.ndarray, e_unit: float) -> Terms:
+        """Terms of sum (Pb-Pw) U + sum_{g in S} Pw T + scale * (bytes weighted by
+        ``pipe`` on pipeline links, by ``ring`` on directed ring edges), rates per
+        unit, link weights in [0, 1] (energy: 0/1 for crossing regions)."""
         a, be, K, J, U, P, D, M, x = self.a, self.be, self.K, self.J, self.U, self.P, self.D, self.a.M, self.x
-        p_busy, p_wait, speed, cap, peers, cross = self.p_busy, self.p_wait, self.speed, self.cap, self.peers, self.cross
-        t_unit, e_unit, T, T_ub = self.spec.t_unit, self.spec.e_unit, self.T, self.T_ub
+        speed, cap, peers = self.speed, self.cap, self.peers
+        t_unit, T, T_ub = self.spec.t_unit, self.T, self.T_ub
         W, W_c, Npar, N_c, cring = self.W, self.W_c, self.Npar, self.N_c, self.cring
         E_ub_slot = float(((p_busy - p_wait) / speed).max()) * M * self.W_tot
         E_terms: Terms = []
         ebv, omv = {}, {}
-        self.E_terms, self.ebv, self.omv = E_terms, ebv, omv
-        for k in K:
-            for j in J:
-                eb = ebv[k, j] = be.real(f"eb_{k}_{j}", E_ub_slot, e_unit)
-                E_terms.append((1.0, eb))
-                for m, _S, _q, lits in self.m_cases(k):
-                    for u in U:
-                        self.tick()
-                        s = m * (p_busy[u] - p_wait[u]) / speed[u]
-                        be.ge(eb, _scaled(W[j], s), W_c[j] * s, (x[u, k, j],) + lits)
+        if not tag:
+            self.ebv, self.omv = ebv, omv
+        if tag == "" or (p_busy - p_wait).any():
+            for k in K:
+                for j in J:
+                    eb = ebv[k, j] = be.real(f"{tag}eb_{k}_{j}", E_ub_slot, e_unit)
+                    E_terms.append((1.0, eb))
+                    for m, _S, _q, lits in self.m_cases(k):
+                        for u in U:
+                            self.tick()
+                            s = m * (p_busy[u] - p_wait[u]) / speed[u]
+                            be.ge(eb, _scaled(W[j], s), W_c[j] * s, (x[u, k, j],) + lits)
         # the bilinear T * sum_{g in S} Pw_g: om_g = T when g is selected, else free to be 0.
         # A class of c devices has c of them, the first n_u of which are on when the
         # class holds n_u slots (the prefix rule of §3.6, counted instead of labelled).
         for u in U:
             self.tick()
             if cap[u] == 1:
-                om = omv[u] = be.real(f"om_{u}", T_ub, t_unit)
+                om = omv[u] = be.real(f"{tag}om_{u}", T_ub, t_unit)
                 E_terms.append((float(p_wait[u]), om))
                 for k in K:
                     for j in J:
                         be.ge(om, [(1.0, T)], 0.0, (x[u, k, j],))
                 continue
-            on = [be.boolean(f"on_{u}_{i}") for i in range(cap[u])]
-            be.eq_int([(1, b) for b in on] + [(-1, x[u, k, j]) for k in K for j in J], 0)
-            for i in range(cap[u] - 1):
-                be.le([(1.0, on[i + 1]), (-1.0, on[i])], 0, 1.0)
+            if u not in self.on:
+                on = self.on[u] = [be.boolean(f"on_{u}_{i}") for i in range(cap[u])]
+                be.eq_int([(1, b) for b in on] + [(-1, x[u, k, j]) for k in K for j in J], 0)
+                for i in range(cap[u] - 1):
+                    be.le([(1.0, on[i + 1]), (-1.0, on[i])], 0, 1.0)
+            on = self.on[u]
             for i in range(cap[u]):
-                om = omv[u, i] = be.real(f"om_{u}_{i}", T_ub, t_unit)
+                om = omv[u, i] = be.real(f"{tag}om_{u}_{i}", T_ub, t_unit)
                 E_terms.append((float(p_wait[u]), om))
                 be.ge(om, [(1.0, T)], 0.0, (on[i],))
-        if a.net_j_per_byte > 0:
+        if scale > 0:
             for k in K:
                 for j in range(P - 1):
-                    # cp = 1 when the link of replica k between stages j and j+1 crosses regions
-                    cp = be.real(f"cp_{k}_{j}", 1.0, 1.0)
+                    # cp = the weight of the link of replica k between stages j and j+1
+                    cp = be.real(f"{tag}cp_{k}_{j}", 1.0, 1.0)
                     for u in U:
                         self.tick()
-                        be.ge(cp, [(cross[u, v], x[v, k, j + 1]) for v in peers[u]], 0.0, (x[u, k, j],))
+                        be.ge(cp, [(pipe[u, v], x[v, k, j + 1]) for v in peers[u]], 0.0, (x[u, k, j],))
                     if a.uniform:
-                        E_terms.append((a.net_j_per_byte * 2.0 * self.mvals[k] * a.A, cp))
+                        E_terms.append((scale * 2.0 * self.mvals[k] * a.A, cp))
                     else:
-                        cb = be.real(f"cb_{k}_{j}", 2.0 * self.vmax * a.A, e_unit / a.net_j_per_byte)
+                        cb = be.real(f"{tag}cb_{k}_{j}", 2.0 * self.vmax * a.A, e_unit / scale)
                         for m, _S, _q, lits in self.m_cases(k):
                             be.ge(cb, [(2.0 * m * a.A, cp)], 0.0, lits)
-                        E_terms.append((a.net_j_per_byte, cb))
+                        E_terms.append((scale, cb))
             if D > 1:
                 for j in J:
                     for k in K:
                         k2 = (k + 1) % D
                         # bytes in units worth one energy unit: an LP solver sees their cost
-                        rb = be.real(f"rb_{k}_{j}", cring * self.N_tot, e_unit / a.net_j_per_byte)
+                        rb = be.real(f"{tag}rb_{k}_{j}", cring * self.N_tot, e_unit / scale)
                         for u in U:
                             self.tick()
                             for v in peers[u]:
-                                if cross[u, v]:
-                                    be.ge(rb, _scaled(Npar[j], cring), N_c[j] * cring, (x[u, k, j], x[v, k2, j]))
-                        E_terms.append((a.net_j_per_byte, rb))
+                                if ring[u, v]:
+                                    w = cring * ring[u, v]
+                                    be.ge(rb, _scaled(Npar[j], w), N_c[j] * w, (x[u, k, j], x[v, k2, j]))
+                        E_terms.append((scale, rb))
+        return E_terms
 
     def objective(self) -> None:
-        """The objective (time, energy or weighted), the energy limit and the cutoff."""
+        """The objective (time, energy, weighted, cost or carbon), the limits and the cutoff."""
         be, obj, kind, T, E_terms = self.be, self.obj, self.kind, self.T, self.E_terms
         t_unit, e_unit, cutoff = self.spec.t_unit, self.spec.e_unit, self.spec.cutoff
         if obj.max_energy_j is not None:
             # a hair inside the limit: an LP solver's feasibility tolerance (1e-7)
             # must not hand back a plan that the exact evaluator finds over it
             be.le(E_terms, obj.max_energy_j * (1 - LIMIT_MARGIN), e_unit)
+        priced_unit = {"cost": self.spec.c_unit, "carbon": self.spec.q_unit}
+        for name, cap in (("cost", obj.max_cost_usd), ("carbon", obj.max_carbon_g)):
+            if cap is not None:
+                be.le(self.priced_terms[name], cap * (1 - LIMIT_MARGIN), priced_unit[name])
+        unit = None
         if kind == "time":
             obj_terms: Terms = [(1.0, T)]
         elif kind == "energy":
             obj_terms = list(E_terms)
+        elif kind in priced_unit:
+            obj_terms, unit = list(self.priced_terms[kind]), priced_unit[kind]
         else:
             obj_terms = ([(obj.lam / obj.time_ref_s, T)]
                          + [((1 - obj.lam) / obj.energy_ref_j * c, v) for c, v in E_terms])
-        unit = t_unit if kind == "time" else (e_unit if kind == "energy" else
-                                              obj.lam * t_unit / obj.time_ref_s + (1 - obj.lam) * e_unit / obj.energy_ref_j)
+        if unit is None:
+            unit = t_unit if kind == "time" else (e_unit if kind == "energy" else
+                                                  obj.lam * t_unit / obj.time_ref_s + (1 - obj.lam) * e_unit / obj.energy_ref_j)
         if cutoff is not None:
             be.le(obj_terms, cutoff, unit)
         be.minimize(obj_terms, unit)
@@ -475,7 +524,8 @@ def device_classes(inst: Instance) -> list[list[int]]:
 def _device_classes(inst: Instance) -> list[list[int]]:
     a = inst.arrays
     n = inst.n
-    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g]) for g in range(n)]
+    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour)
+           for g in range(n)]
     classes: list[list[int]] = []
     for g in range(n):
         for cls in classes:
