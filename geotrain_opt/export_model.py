@@ -21,7 +21,7 @@ FORMATS = ("mps", "lp", "cpsat")
 
 def export_model(inst: Instance, D: int, P: int, fmt: str, path: str | Path) -> dict[str, Any]:
     """Build the (D, P) model and write it; returns its size and units."""
-    from .solvers.exact import reference_units, run_model
+    from .solvers.exact import RES_BITS, reference_units, run_model
     if fmt not in FORMATS:
         raise SolverError(f"--format: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     shapes = feasible_shapes(inst)
