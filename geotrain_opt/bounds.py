@@ -157,7 +157,8 @@ class ShapeBounds:
         self.pw_pre = np.concatenate([[0.0], np.cumsum(np.sort(a.p_wait))])
         self.W = float(a.w_prefix[-1] + a.head_work)
         self.N_all = float(a.par_prefix[-1] + a.emb_params + a.head_params)
-        self.j_per_flop = float(((a.p_busy - a.p_wait) / a.speed).min())
+        # at the most frugal clock of every device (§10: a lower clock can spend less per FLOP)
+        self.j_per_flop = float(((a.clock_busy - a.p_wait[:, None]) / (a.clock_frac * a.speed[:, None])).min())
         off = ~np.eye(n, dtype=bool)
         self.alpha_min = float(a.alpha[off].min()) if n > 1 else 0.0
         self.hop_min = float((a.alpha + a.A * a.inv_beta)[off].min()) if n > 1 else 0.0

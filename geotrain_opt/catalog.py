@@ -32,6 +32,9 @@ class GpuType:
     wait_w: float
     source: str = ""
     price_per_hour: float = 0.0      # USD per GPU-hour; 0: not priced (no catalog default: prices are the user's)
+    # lower clocks (fraction of the listed speed, board power while computing at it),
+    # as the instance lists them; the listed speed and busy_w are always clock 1
+    clocks: tuple[tuple[float, float], ...] = ()
 
 
 def _g(name, peak, eff, mem, busy, wait, source):

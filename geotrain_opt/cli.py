@@ -61,7 +61,7 @@ def _instance(args: argparse.Namespace) -> Instance:
     changes = {}
     if getattr(args, "objective", None):
         changes["kind"] = args.objective
-    for name in ("lam", "max_time_s", "max_energy_j", "max_devices"):
+    for name in ("lam", "max_time_s", "max_energy_j", "max_cost_usd", "max_carbon_g", "max_devices"):
         v = getattr(args, name, None)
         if v is not None:
             changes[name] = v
@@ -572,6 +572,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--lambda", dest="lam", type=_number(0, 1), help="weight of T in the weighted objective, in [0, 1]")
         p.add_argument("--max-time-s", type=_number(0, 1e12, open_lo=True), help="ε-constraint on T")
         p.add_argument("--max-energy-j", type=_number(0, 1e18, open_lo=True), help="ε-constraint on E")
+        p.add_argument("--max-cost-usd", type=_number(0, 1e15, open_lo=True),
+                       help="ε-constraint on the cost per iteration (instances with prices)")
+        p.add_argument("--max-carbon-g", type=_number(0, 1e18, open_lo=True),
+                       help="ε-constraint on the grams of CO2 per iteration (instances with intensities)")
         p.add_argument("--max-devices", type=_number(1, 16384, integer=True), help="bound on the number of devices used")
         p.add_argument("--time-limit", type=SECONDS, default=60.0, help="seconds (default 60)")
         p.add_argument("--seed", type=SEED, default=0)

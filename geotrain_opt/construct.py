@@ -98,7 +98,10 @@ def plan_count(inst: Instance) -> int:
     total = 0
     n, L, M = inst.n, inst.model.layers, inst.model.num_micro_batches
     free = inst.options.batch_split == "free"
+    # with clocks (§10) every slot may take each of the most levels a device has: an upper
+    # bound on the arrangements, which is what brute force walks (it skips the invalid ones)
+    levels = max(len(d.levels) for d in inst.devices)
     for D, P in feasible_shapes(inst):
         s = math.comb(M - 1, D - 1) if free else 1
-        total += math.perm(n, D * P) // D * math.comb(L - 1, P - 1) * s
+        total += math.perm(n, D * P) // D * math.comb(L - 1, P - 1) * s * levels ** (D * P)
     return total

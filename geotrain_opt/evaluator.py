@@ -78,6 +78,14 @@ def plan_errors(inst: Instance, plan: Plan) -> list[str]:
         errors.append(f"micro_batches: need positive integers summing to M = {M}, got {list(mk)[:12]}")
     elif inst.options.batch_split == "uniform" and len(set(mk)) > 1:
         errors.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {M / len(mk):g}")
+    used = set(plan.devices)
+    for g, f in plan.clocks:
+        if g not in used:
+            errors.append(f"clocks: device {g!r} is not in the grid")
+        elif g in inst.index:
+            fracs = [lv[0] for lv in inst.devices[inst.index[g]].levels]
+            if f not in fracs:
+                errors.append(f"clocks: device {g!r} has no clock {f:g} (its clocks: {', '.join(f'{x:g}' for x in fracs)})")
     return errors
 
 
@@ -87,7 +95,7 @@ def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = 
     cost to compute (unknown devices, cuts) raise, and the rest (a repeated
     device, a wrong split) are returned for ``evaluate`` to report as infeasible."""
     errors = plan_errors(inst, plan)
-    rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown"))] if costable else []
+    rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown", "clocks"))] if costable else []
     errors = [e for e in errors if e not in rest_ok]
     if errors:
         field, _, msg = errors[0].partition(": ")
@@ -116,7 +124,12 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
                  + (a.head_params if j == P - 1 else 0.0))
         act.append(float(a.act_prefix[hi] - a.act_prefix[lo]))
 
-    t = [[W[j] / a.speed[g_idx[k][j]] for j in range(P)] for k in range(D)]
+    # §10: a device at clock f computes at f * speed and draws that clock's busy power
+    level = {g: dict(inst.devices[g].levels) for row in g_idx for g in row}
+    f_of = [[plan.clock(plan.grid[k][j]) for j in range(P)] for k in range(D)]
+    p_busy = [[level[g_idx[k][j]][f_of[k][j]] * inst.pue_region.get(inst.devices[g_idx[k][j]].region, 1.0)
+               for j in range(P)] for k in range(D)]
+    t = [[W[j] / (f_of[k][j] * a.speed[g_idx[k][j]]) for j in range(P)] for k in range(D)]
     kappa = inst.options.exposed_comm
     steps = inst.options.accumulation_steps
     # flushes S_k = min(S, m_k) of at most q_k = ceil(m_k / S_k) micro-batches
@@ -155,7 +168,7 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
         for j in range(P):
             g = g_idx[k][j]
             U = mk[k] * t[k][j]
-            busy += a.p_busy[g] * U
+            busy += p_busy[k][j] * U
             wait += a.p_wait[g] * (T - U)
     cross = 0.0
     for k in range(D):
@@ -194,7 +207,7 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
             for j in range(P):
                 g = g_idx[k][j]
                 U = mk[k] * t[k][j]
-                carbon += (a.p_busy[g] * U + a.p_wait[g] * (T - U)) * ci[g]
+                carbon += (p_busy[k][j] * U + a.p_wait[g] * (T - U)) * ci[g]
         carbon += sum(a.net_j_per_byte * b * (ci[u] + ci[v]) / 2.0 for u, v, b in sent if a.cross[u, v])
 
     # -- memory: state, activations of the micro-batches in flight, logits on the last stage
@@ -214,6 +227,18 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     limits = limit_violations(inst, T, E, D * P, cost, carbon)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
                       memory, Tk, R, cross, not limits, limits, cost, carbon)
+
+
+def clock_levels(inst: Instance, plan: Plan) -> np.ndarray:
+    """(D, P) clock level of each slot's device (0: full clock), for the batched evaluator."""
+    out = np.zeros((plan.replicas, plan.stages), dtype=np.int64)
+    if plan.clocks:
+        for k, row in enumerate(plan.grid):
+            for j, g in enumerate(row):
+                f = plan.clock(g)
+                if f != 1.0:
+                    out[k, j] = [lv[0] for lv in inst.devices[inst.index[g]].levels].index(f)
+    return out
 
 
 def limit_violations(inst: Instance, T: float, E: float, n_devices: int, cost: float | None = None,
@@ -267,7 +292,9 @@ class BatchEvaluator:
         self.a = inst.arrays
         self.plans = 0
 
-    def __call__(self, grid: np.ndarray, cuts: np.ndarray, mb: np.ndarray) -> BatchResult:
+    def __call__(self, grid: np.ndarray, cuts: np.ndarray, mb: np.ndarray,
+                 clk: np.ndarray | None = None) -> BatchResult:
+        """``clk``: (n, D, P) clock level of each slot's device (0: full clock; §10)."""
         a = self.a
         grid = np.asarray(grid, dtype=np.int64)
         cuts = np.asarray(cuts, dtype=np.int64)
@@ -281,7 +308,12 @@ class BatchEvaluator:
         N = sc.stage_params(a, lo, hi, first, last)
         act = sc.stage_act(a, lo, hi)
 
-        t = W[:, None, :] / a.speed[grid]                       # (n, D, P)
+        if clk is None or not a.has_clocks:
+            speed, pb = a.speed[grid], a.p_busy[grid]
+        else:
+            clk = np.asarray(clk, dtype=np.int64)
+            speed, pb = a.speed[grid] * a.clock_frac[grid, clk], a.clock_busy[grid, clk]
+        t = W[:, None, :] / speed                                # (n, D, P)
         mbf = mb.astype(float)
         u, v = grid[:, :, :-1], grid[:, :, 1:]
         occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
@@ -299,7 +331,7 @@ class BatchEvaluator:
         allreduce = R.max(axis=1)
         T = pipeline + allreduce
         U = mbf[:, :, None] * t
-        pb, pw = a.p_busy[grid], a.p_wait[grid]
+        pw = a.p_wait[grid]
         busy = (pb * U).sum(axis=(1, 2))
         wait = (pw * (T[:, None, None] - U)).sum(axis=(1, 2))
         network = a.net_j_per_byte * (cross_pipe + cross_ring)
@@ -310,7 +342,7 @@ class BatchEvaluator:
             ring_bytes = gradb if D > 1 else None
             for name, tf in tariffs(self.inst).items():
                 if self.inst.priced if name == "cost_usd" else self.inst.carbon_priced:
-                    priced[name] = charge(tf, grid, U, T, mbf, a.A, ring_bytes)
+                    priced[name] = charge(tf, grid, U, T, mbf, a.A, ring_bytes, pb)
 
         _S, q = sc.flushes(a, np.maximum(mb, 1))
         infl = sc.inflight(a, P, np.arange(P)[None, None, :], q[:, :, None])
@@ -351,7 +383,8 @@ class BatchEvaluator:
             grid = np.stack([plans[i].grid_indices(self.inst.index) for i in members])
             cuts = np.array([plans[i].cuts for i in members])
             mb = np.array([plans[i].micro_batches for i in members])
-            res = self(grid, cuts, mb)
+            clk = np.stack([clock_levels(self.inst, plans[i]) for i in members])
+            res = self(grid, cuts, mb, clk)
             for row, i in enumerate(members):
                 out[i] = BatchResult(*(None if getattr(res, f) is None else np.asarray(getattr(res, f))[row:row + 1]
                                        for f in res.__dataclass_fields__))

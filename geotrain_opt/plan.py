@@ -19,6 +19,11 @@ class Plan:
     grid: tuple[tuple[str, ...], ...]
     cuts: tuple[int, ...]
     micro_batches: tuple[int, ...]
+    # (device id, clock fraction) of the devices not at their full clock (model.md §10), sorted
+    clocks: tuple[tuple[str, float], ...] = ()
+
+    def clock(self, device: str) -> float:
+        return dict(self.clocks).get(device, 1.0)
 
     @property
     def stages(self) -> int:
@@ -33,17 +38,22 @@ class Plan:
         return [g for row in self.grid for g in row]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": PLAN_SCHEMA, "stages": self.stages, "replicas": self.replicas,
-                "grid": [list(r) for r in self.grid], "cuts": list(self.cuts),
-                "micro_batches": list(self.micro_batches)}
+        d = {"schema": PLAN_SCHEMA, "stages": self.stages, "replicas": self.replicas,
+             "grid": [list(r) for r in self.grid], "cuts": list(self.cuts),
+             "micro_batches": list(self.micro_batches)}
+        if self.clocks:
+            d["clocks"] = dict(self.clocks)
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
     @staticmethod
-    def make(grid: Sequence[Sequence[str]], cuts: Sequence[int], micro_batches: Sequence[int]) -> "Plan":
+    def make(grid: Sequence[Sequence[str]], cuts: Sequence[int], micro_batches: Sequence[int],
+             clocks: dict[str, float] | None = None) -> "Plan":
         return Plan(tuple(tuple(str(g) for g in row) for row in grid), tuple(int(c) for c in cuts),
-                    tuple(int(m) for m in micro_batches))
+                    tuple(int(m) for m in micro_batches),
+                    tuple(sorted((str(g), float(f)) for g, f in (clocks or {}).items() if float(f) != 1.0)))
 
     @staticmethod
     def from_dict(d: Any) -> "Plan":
@@ -63,7 +73,14 @@ class Plan:
             v = d[key]
             if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
                 raise PlanError(key, "expected a list of integers")
-        plan = Plan.make(grid, d["cuts"], d["micro_batches"])
+        clocks = d.get("clocks", {})
+        if not isinstance(clocks, dict) or not all(
+                isinstance(f, (int, float)) and not isinstance(f, bool) for f in clocks.values()):
+            raise PlanError("clocks", "expected a mapping of device id to clock fraction")
+        plan = Plan.make(grid, d["cuts"], d["micro_batches"], clocks)
+        unknown = sorted(set(dict(plan.clocks)) - set(plan.devices))
+        if unknown:
+            raise PlanError("clocks", f"device {unknown[0]!r} is not in the grid")
         if "stages" in d and d["stages"] != plan.stages:
             raise PlanError("stages", f"says {d['stages']} but the grid has {plan.stages} columns")
         if "replicas" in d and d["replicas"] != plan.replicas:
@@ -100,6 +117,7 @@ class Plan:
             raise PlanError("grid", f"unknown device id {e.args[0]!r}") from None
 
     @staticmethod
-    def from_indices(ids: Sequence[str], grid: Any, cuts: Any, micro_batches: Any) -> "Plan":
+    def from_indices(ids: Sequence[str], grid: Any, cuts: Any, micro_batches: Any,
+                     clocks: dict[str, float] | None = None) -> "Plan":
         return Plan.make([[ids[int(g)] for g in row] for row in np.asarray(grid)],
-                         [int(c) for c in cuts], [int(m) for m in micro_batches])
+                         [int(c) for c in cuts], [int(m) for m in micro_batches], clocks)

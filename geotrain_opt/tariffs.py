@@ -25,9 +25,10 @@ S_PER_HOUR = 3600.0
 
 @dataclass(frozen=True)
 class Tariff:
-    busy: np.ndarray     # (n,) per second of a device's compute
+    busy: np.ndarray     # (n,) per second of a device's compute (at its full clock)
     wait: np.ndarray     # (n,) per second of a selected device's waiting
     link: np.ndarray     # (n, n) per byte sent from u to v
+    per_watt: np.ndarray | None = None   # (n,) the busy rate per watt drawn, where it follows power (carbon)
 
 
 def tariffs(inst: Instance) -> dict[str, Tariff]:
@@ -41,18 +42,20 @@ def tariffs(inst: Instance) -> dict[str, Tariff]:
         net = a.net_j_per_byte * a.cross * (g_per_j[:, None] + g_per_j[None, :]) / 2.0
         got = inst._cache["tariffs"] = {
             "cost_usd": Tariff(price, price, egress),
-            "carbon_g": Tariff(a.p_busy * g_per_j, a.p_wait * g_per_j, net),
+            "carbon_g": Tariff(a.p_busy * g_per_j, a.p_wait * g_per_j, net, g_per_j),
         }
     return got
 
 
 def charge(tf: Tariff, grid: np.ndarray, U: np.ndarray, T: np.ndarray, mb: np.ndarray, A: float,
-           ring_bytes: np.ndarray | None) -> np.ndarray:
+           ring_bytes: np.ndarray | None, p_busy: np.ndarray | None = None) -> np.ndarray:
     """A metric of a batch of plans of one shape: ``grid`` (n, D, P), busy seconds
     ``U`` (n, D, P), ``T`` (n,), micro-batches ``mb`` (n, D) as floats, boundary
     message ``A`` bytes, ``ring_bytes`` (n, P) sent along each directed ring edge
-    of a stage (None when D = 1)."""
-    devices = (tf.busy[grid] * U + tf.wait[grid] * (T[:, None, None] - U)).sum(axis=(1, 2))
+    of a stage (None when D = 1); ``p_busy`` (n, D, P): each slot's busy power at its
+    clock (§10), which a power-following rate (carbon) charges instead of ``busy``."""
+    busy = tf.busy[grid] if tf.per_watt is None or p_busy is None else tf.per_watt[grid] * p_busy
+    devices = (busy * U + tf.wait[grid] * (T[:, None, None] - U)).sum(axis=(1, 2))
     u, v = grid[:, :, :-1], grid[:, :, 1:]
     # m_k activations forward and m_k gradients back per pipeline link
     pipe = ((tf.link[u, v] + tf.link[v, u]) * (A * mb)[:, :, None]).sum(axis=(1, 2))
@@ -69,7 +72,11 @@ def floor(inst: Instance, name: str, work: float, T: float, n_dev: int) -> float
     sum (busy - wait) U_g + sum wait_g T + links, U_g sums to the work at speeds
     sigma_g, busy >= wait and links cost >= 0."""
     tf, a = tariffs(inst)[name], inst.arrays
-    per_flop = float(((tf.busy - tf.wait) / a.speed).min())
+    if tf.per_watt is None:
+        per_flop = float(((tf.busy - tf.wait) / a.speed).min())
+    else:       # power-following rates: at any clock of §10
+        per_flop = float((tf.per_watt[:, None] * (a.clock_busy - a.p_wait[:, None])
+                          / (a.clock_frac * a.speed[:, None])).min())
     waits = np.sort(tf.wait)[:n_dev].sum()
     return per_flop * work + float(waits) * T
 

@@ -150,7 +150,7 @@ def test_every_shape_bound_is_below_the_shapes_brute_force_optimum(kind):
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
             best = np.inf
-            for grid, cuts, mb in enumerate_shape(inst, D, P):
+            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
                 r = ev(grid, cuts, mb)
                 v = np.where(r.acceptable, objmod.primary(inst.objective, r.time_s, r.energy_j), np.inf)
                 best = min(best, float(v.min()))
@@ -206,7 +206,7 @@ def test_merge_tier_bounds_below_brute_force_on_multi_region_tiny_instances():
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
             best = np.inf
-            for grid, cuts, mb in enumerate_shape(inst, D, P):
+            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
                 r = ev(grid, cuts, mb)
                 best = min(best, float(np.where(r.acceptable, r.time_s, np.inf).min()))
             assert b.value <= best * (1 + 1e-9), (seed, D, P, b, best)

@@ -43,6 +43,11 @@ class InstanceArrays:
     kappa: float             # exposed pipeline communication
     steps: int               # accumulation steps S
     logits_per_inflight: bool  # recompute none: logits of every in-flight micro-batch are kept
+    # §10 clocks: per device and level (0 = full clock), padded with level 0
+    clock_frac: np.ndarray     # (n, levels) fraction of the speed
+    clock_busy: np.ndarray     # (n, levels) busy power at that clock, W, times PUE
+    n_levels: np.ndarray       # (n,) levels of each device
+    has_clocks: bool
 
     @staticmethod
     def build(inst: Instance) -> "InstanceArrays":
@@ -79,8 +84,21 @@ class InstanceArrays:
             net_j_per_byte=inst.net_j_per_byte,
             kappa=inst.options.exposed_comm, steps=inst.options.accumulation_steps,
             logits_per_inflight=m.recompute == "none",
+            **_clock_tables(inst, pue),
         )
         for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
-                  arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix):
+                  arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs
+
+
+def _clock_tables(inst: Instance, pue: np.ndarray) -> dict:
+    levels = [d.levels for d in inst.devices]
+    width = max(len(lv) for lv in levels)
+    frac = np.ones((len(levels), width))
+    busy = np.array([[d.busy_w] * width for d in inst.devices], dtype=float)
+    for g, lv in enumerate(levels):
+        for i, (f, p) in enumerate(lv):
+            frac[g, i], busy[g, i] = f, p
+    return {"clock_frac": frac, "clock_busy": busy * pue[:, None],
+            "n_levels": np.array([len(lv) for lv in levels], dtype=np.int64), "has_clocks": width > 1}

@@ -4,6 +4,7 @@ naming the field."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -207,13 +208,41 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
         wait_w=r.number("wait_w", base.wait_w if base else None, nonneg=True),
         source=str(r.get("source", base.source if base else "instance file")),
         price_per_hour=r.number("price_per_hour", base.price_per_hour if base else 0.0, nonneg=True),
+        clocks=base.clocks if base else (),
     )
+    if r.has("clocks"):
+        spec = replace(spec, clocks=_read_clocks(r, spec))
     if spec.efficiency > 1:
         raise InstanceError(r.sub("efficiency"), f"must be in (0, 1], got {spec.efficiency}")
     if spec.wait_w > spec.busy_w:
         # The exact formulations rely on busy >= wait (energy grows with busy time).
         raise InstanceError(r.sub("wait_w"), f"wait power {spec.wait_w} W exceeds busy power {spec.busy_w} W")
     return spec
+
+
+def _read_clocks(r: _Reader, spec: GpuType) -> tuple[tuple[float, float], ...]:
+    """``clocks: [{fraction: f, busy_w: P}, ...]``: lower clocks, fastest first. Clock 1
+    is the type's own (peak, busy_w): listing it is allowed only with that power."""
+    raw = r.get("clocks")
+    path = r.sub("clocks")
+    if not isinstance(raw, list):
+        raise InstanceError(path, "expected a list of {fraction, busy_w}")
+    out: dict[float, float] = {}
+    for i, e in enumerate(raw):
+        er = _Reader(e, f"{path}[{i}]")
+        er.unknown_keys({"fraction", "busy_w"})
+        f = er.number("fraction", required=True, positive=True, maximum=1.0)
+        p = er.number("busy_w", spec.busy_w if f == 1.0 else None, positive=True, maximum=LIMITS["busy_w"])
+        if f in out:
+            raise InstanceError(er.sub("fraction"), f"clock {f:g} listed twice")
+        if f == 1.0 and p != spec.busy_w:
+            raise InstanceError(er.sub("busy_w"), f"clock 1 is the type's own: busy_w {spec.busy_w:g} W, got {p:g}")
+        if p < spec.wait_w:
+            # the exact formulations rely on busy >= wait at every clock
+            raise InstanceError(er.sub("busy_w"), f"busy power {p:g} W at clock {f:g} is below wait power {spec.wait_w:g} W")
+        out[f] = p
+    out.pop(1.0, None)
+    return tuple(sorted(out.items(), reverse=True))
 
 
 def _read_gpu_types(raw: Any) -> dict[str, GpuType]:
@@ -269,7 +298,7 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
             node_nic.setdefault(node, (nic, did))
             out.append(Device(did, tname, units.tflops_to_flops(spec.peak_tflops), spec.efficiency,
                               units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node, nic,
-                              spec.price_per_hour))
+                              spec.price_per_hour, spec.clocks))
     return out
 
 

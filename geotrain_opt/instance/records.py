@@ -83,6 +83,12 @@ class Device:
     node: str
     nic_bps: float | None = None     # the node's NIC, bytes/s, shared by its devices
     price_per_hour: float = 0.0      # USD per hour (formulations/model.md §9)
+    # clock levels (fraction, busy W), level 0 = (1.0, busy_w), then lower clocks (§10)
+    clocks: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def levels(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, self.busy_w),) + self.clocks
 
     @property
     def speed(self) -> float:

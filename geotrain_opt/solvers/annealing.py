@@ -18,7 +18,7 @@ from ..result import SolverResult
 from .base import Incumbent, SolveOptions, finish
 from .fitness import Fitness
 from .memetic.encoding import Genome
-from .memetic.operators import MUTATIONS
+from .memetic.operators import MUTATIONS, mutation_names
 from .options import AnnealingOptions
 from .termination import Termination
 
@@ -41,7 +41,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     fit(starts)
     cur = min(starts, key=lambda g: g.key)
     inc = Incumbent(inst)
-    names = list(MUTATIONS)
+    names = mutation_names(inst)
     steps = 0
     with term.guard():
         while not term():

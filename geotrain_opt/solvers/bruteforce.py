@@ -42,18 +42,35 @@ def _grids(n: int, D: int, P: int) -> np.ndarray:
 
 
 def enumerate_shape(inst: Instance, D: int, P: int):
-    """Yield (grid, cuts, mb) chunks covering every plan of shape (D, P)."""
+    """Yield (grid, cuts, mb, clk) chunks covering every plan of shape (D, P); ``clk``
+    (the clock level of every slot, §10) is None when no device has lower clocks."""
     L = inst.model.layers
     grids = _grids(inst.n, D, P)
     cuts = np.array([[0, *c, L] for c in itertools.combinations(range(1, L), P - 1)], dtype=np.int64)
     sp = splits(inst, D)
+    a = inst.arrays
     # index space: grid x cut x split, walked in chunks
     total = len(grids) * len(cuts) * len(sp)
     for start in range(0, total, CHUNK):
         idx = np.arange(start, min(total, start + CHUNK))
         gi, rest = np.divmod(idx, len(cuts) * len(sp))
         ci, si = np.divmod(rest, len(sp))
-        yield grids[gi], cuts[ci], sp[si]
+        if not a.has_clocks:
+            yield grids[gi], cuts[ci], sp[si], None
+            continue
+        levels = a.n_levels[grids[gi]]
+        for combo in itertools.product(range(int(a.n_levels.max())), repeat=D * P):
+            clk = np.array(combo, dtype=np.int64).reshape(D, P)
+            ok = (clk[None] < levels).all(axis=(1, 2))
+            if ok.any():
+                yield grids[gi][ok], cuts[ci][ok], sp[si][ok], np.broadcast_to(clk, (int(ok.sum()), D, P))
+
+
+def clocks_of(inst: Instance, grid: np.ndarray, clk: np.ndarray | None) -> dict[str, float] | None:
+    """The plan's ``clocks`` from slot levels (None: all at full clock)."""
+    if clk is None:
+        return None
+    return {inst.ids[g]: inst.devices[g].levels[c][0] for g, c in zip(grid.ravel(), clk.ravel()) if c}
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
@@ -70,11 +87,11 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     front: list[tuple[float, float, Plan]] = []
     want_front = BruteforceOptions.parse("bruteforce", opts.extra).pareto
     for D, P in feasible_shapes(inst):
-        for grid, cuts, mb in enumerate_shape(inst, D, P):
+        for grid, cuts, mb, clk in enumerate_shape(inst, D, P):
             if deadline.expired:
                 status = "time_limit"
                 break
-            res = ev(grid, cuts, mb)
+            res = ev(grid, cuts, mb, clk)
             ok = np.flatnonzero(res.acceptable)
             if ok.size == 0:
                 continue
@@ -82,7 +99,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             if want_front:
                 for i in objmod.pareto_filter(list(zip(T.tolist(), E.tolist()))):
                     r = ok[i]
-                    front.append((float(T[i]), float(E[i]), Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r])))
+                    front.append((float(T[i]), float(E[i]), Plan.from_indices(
+                        inst.ids, grid[r], cuts[r], mb[r], clocks_of(inst, grid[r], None if clk is None else clk[r]))))
             p, s = (np.asarray(v, dtype=float)[ok] for v in objmod.of(obj, res))
             pmin = p.min()
             ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
@@ -91,7 +109,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             if objmod.better(obj, k, best_key):
                 best_key = k
                 r = ok[i]
-                best_plan = Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r])
+                best_plan = Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r],
+                                              clocks_of(inst, grid[r], None if clk is None else clk[r]))
         if status == "time_limit":
             break
     if best_plan is None and status == "optimal":

@@ -17,6 +17,7 @@ import numpy as np
 from .. import objective as objmod
 from ..bounds import shape_bounds
 from ..construct import feasible_shapes, smallest_feasible_plan
+from ..errors import SolverError
 from ..evaluator import BatchEvaluator, evaluate
 from ..tariffs import priced_floors
 from ..instance import Instance
@@ -55,7 +56,7 @@ def lower_bound(inst: Instance) -> float:
     a = inst.arrays
     work = a.M * float(a.w_prefix[-1] + a.head_work)
     T_lb = work / float(a.speed.sum())
-    E_lb = work * float((a.p_busy / a.speed).min())
+    E_lb = work * float((a.clock_busy / (a.clock_frac * a.speed[:, None])).min())     # any clock (§10)
     return float(objmod.primary(inst.objective, T_lb, E_lb, *priced_floors(inst, work, T_lb, 1)))
 
 
@@ -117,6 +118,9 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     from . import spec      # the engine's own options class (CpsatOptions, MilpOptions): checked here
     options = spec(name).options.parse(name, opts.extra)
+    if inst.arrays.has_clocks:
+        raise SolverError(f"{name}: GPU clocks (formulations/model.md §10) are not in the exact formulation yet; "
+                          f"bruteforce proves plans with clocks on small instances, memetic plans them on large ones")
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)

@@ -27,9 +27,11 @@ class Fitness:
         self.obj = inst.objective
         self.evaluations = 0
 
-    def keys_of(self, D: int, P: int, grids: np.ndarray, cuts: np.ndarray, mb: np.ndarray):
-        """(primary, secondary, T, E, feasible) arrays for plans of one shape."""
-        res = self.ev(grids, cuts, mb)
+    def keys_of(self, D: int, P: int, grids: np.ndarray, cuts: np.ndarray, mb: np.ndarray,
+                clk: np.ndarray | None = None):
+        """(primary, secondary, T, E, feasible) arrays for plans of one shape; ``clk``:
+        each slot's clock level (§10), None for full clocks."""
+        res = self.ev(grids, cuts, mb, clk)
         self.evaluations += len(grids)
         T, E = res.time_s, res.energy_j
         p, s = (np.asarray(v, dtype=float) for v in objmod.of(self.obj, res))
@@ -60,7 +62,11 @@ class Fitness:
             grids = np.stack([m.grid for m in members])
             cuts = np.stack([m.cuts for m in members])
             mb = np.stack([m.mb for m in members])
-            p, s, T, E, ok = self.keys_of(D, P, grids, cuts, mb)
+            clk = None
+            if any(m.clk is not None for m in members):
+                clk = np.stack([m.clk[m.grid] if m.clk is not None else np.zeros((D, P), dtype=np.int64)
+                                for m in members])
+            p, s, T, E, ok = self.keys_of(D, P, grids, cuts, mb, clk)
             for i, m in enumerate(members):
                 m.key = (float(p[i]), float(s[i]))
                 m.te = (float(T[i]), float(E[i]))

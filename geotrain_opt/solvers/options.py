@@ -203,7 +203,7 @@ class MemeticOptions(Options):
     mutations: tuple[str, ...] | None = option(None, "mutations to draw from (default all)",
                                                choices="mutations", metavar="NAME,...")
     crossover: str = option("replicas", "crossover operator", choices="crossovers")
-    ls_moves: tuple[str, ...] = option(("region", "grid", "order", "cuts", "split"),
+    ls_moves: tuple[str, ...] = option(("region", "grid", "order", "cuts", "split", "clocks"),
                                        "local-search moves", choices="local_searches", metavar="NAME,...")
     islands: int = option(1, "populations evolving side by side with ring migration", lo=1, hi=1024)
     island_backend: str = option("inline", "where islands run: here in turn, a process pool, or Dask",

@@ -38,7 +38,7 @@ from ..options import MemeticOptions
 from ..termination import Termination
 from .encoding import Genome, default_split
 from .local_search import local_search, optimize_cuts
-from .operators import CROSSOVERS, MUTATIONS, fresh_cuts
+from .operators import CROSSOVERS, MUTATIONS, fresh_cuts, mutation_names
 from ...heuristics import CONSTRUCTORS, component_plans, seed_shapes
 
 if not hasattr(creator, "GeoKey"):
@@ -135,6 +135,7 @@ class _Config:
     island workers in other processes receive it once)."""
     options: MemeticOptions          # patience resolved for the instance
     shapes: list[tuple[int, int]]
+    default_mutations: tuple[str, ...] = ()     # the instance's (operators.mutation_names)
 
     @property
     def pareto(self) -> bool:
@@ -146,7 +147,7 @@ class _Config:
 
     @property
     def mut_names(self) -> list[str]:
-        return list(self.options.mutations or MUTATIONS)
+        return list(self.options.mutations or self.default_mutations)
 
 
 class _Evolver:
@@ -282,7 +283,8 @@ class MemeticRun:
         self.shapes = feasible_shapes(inst)
         # small instances converge for good; large ones use their whole time limit
         patience = o.patience if o.patience is not None else (8 if inst.n <= 16 else None)
-        self.cfg = _Config(options=o.but(patience=patience), shapes=self.shapes)
+        self.cfg = _Config(options=o.but(patience=patience), shapes=self.shapes,
+                           default_mutations=tuple(mutation_names(inst)))
         self.n_islands = o.islands
         self.backend = o.island_backend if self.n_islands > 1 else "inline"
         self.parallel = _Parallel(inst, max(2, opts.workers)) if o.parallel and self.backend == "inline" else None

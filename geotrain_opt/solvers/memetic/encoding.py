@@ -26,6 +26,7 @@ class Genome:
     key: tuple[float, float] | None = None      # (primary, secondary), penalised
     te: tuple[float, float] | None = None       # raw (T, E)
     feasible: bool = False
+    clk: np.ndarray | None = None               # (n,) clock level per device (§10); None: all full clock
 
     @property
     def grid(self) -> np.ndarray:
@@ -33,17 +34,24 @@ class Genome:
 
     def copy(self) -> "Genome":
         return Genome(self.D, self.P, self.order.copy(), self.cuts.copy(), self.mb.copy(),
-                      self.key, self.te, self.feasible)
+                      self.key, self.te, self.feasible, None if self.clk is None else self.clk.copy())
 
     def invalidate(self) -> None:
         self.key = self.te = None
         self.feasible = False
 
     def signature(self) -> tuple:
-        return (self.D, self.P, self.grid.tobytes(), self.cuts.tobytes(), self.mb.tobytes())
+        sig = (self.D, self.P, self.grid.tobytes(), self.cuts.tobytes(), self.mb.tobytes())
+        if self.clk is not None and self.clk[self.grid].any():
+            sig += (self.clk[self.grid].tobytes(),)
+        return sig
 
     def to_plan(self, inst: Instance) -> Plan:
-        return Plan.from_indices(inst.ids, self.grid, self.cuts, self.mb)
+        clocks = None
+        if self.clk is not None:
+            clocks = {inst.ids[g]: inst.devices[g].levels[int(self.clk[g])][0]
+                      for g in self.grid.reshape(-1).tolist() if self.clk[g]}
+        return Plan.from_indices(inst.ids, self.grid, self.cuts, self.mb, clocks)
 
     @staticmethod
     def from_plan(inst: Instance, plan: Plan) -> "Genome":
@@ -52,8 +60,14 @@ class Genome:
         free = np.ones(inst.n, dtype=bool)
         free[used] = False
         rest = np.flatnonzero(free).astype(np.int64)
+        clk = None
+        if plan.clocks:
+            clk = np.zeros(inst.n, dtype=np.int64)
+            for dev, f in plan.clocks:
+                g = inst.index[dev]
+                clk[g] = [lv[0] for lv in inst.devices[g].levels].index(f)
         return Genome(plan.replicas, plan.stages, np.concatenate([used, rest]).astype(np.int64),
-                      np.array(plan.cuts, dtype=np.int64), np.array(plan.micro_batches, dtype=np.int64))
+                      np.array(plan.cuts, dtype=np.int64), np.array(plan.micro_batches, dtype=np.int64), clk=clk)
 
 
 def default_split(inst: Instance, D: int) -> np.ndarray:

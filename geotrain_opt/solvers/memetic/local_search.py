@@ -36,8 +36,10 @@ def _better(fit: Fitness, key: tuple[float, float], ref: tuple[float, float]) ->
     return objmod.better(fit.obj, key, ref)
 
 
-def _best_of(fit: Fitness, D: int, P: int, grids, cuts, mb):
-    p, s, T, E, ok = fit.keys_of(D, P, grids, cuts, mb)
+def _best_of(fit: Fitness, g: Genome, grids, cuts, mb):
+    """The best of candidate plans of ``g``'s shape; each device keeps g's clock (§10)."""
+    clk = None if g.clk is None else g.clk[grids]
+    p, s, T, E, ok = fit.keys_of(g.D, g.P, grids, cuts, mb, clk)
     pmin = p.min()
     ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
     i = int(ties[np.argmin(s[ties])])
@@ -67,7 +69,7 @@ def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda
     if math.comb(L - 1, P - 1) <= CUT_ENUM_LIMIT:
         cand = all_cut_vectors(L, P)
         n = len(cand)
-        i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (n, D, P)), cand,
+        i, key, te, ok = _best_of(fit, g, np.broadcast_to(g.grid, (n, D, P)), cand,
                                   np.broadcast_to(g.mb, (n, D)))
         if _better(fit, key, g.key):
             _accept(g, i, key, te, ok, cuts=cand[i])
@@ -92,7 +94,7 @@ def optimize_cuts(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda
                         moves.append(c)
         cand = np.array(moves)
         n = len(cand)
-        i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (n, D, P)), cand,
+        i, key, te, ok = _best_of(fit, g, np.broadcast_to(g.grid, (n, D, P)), cand,
                                   np.broadcast_to(g.mb, (n, D)))
         if not _better(fit, key, g.key):
             break
@@ -120,7 +122,7 @@ def grid_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: F
         for r, (i, j) in enumerate(pairs):
             orders[r, [i, j]] = orders[r, [j, i]]
         grids = orders[:, :m].reshape(-1, D, P)
-        i, key, te, ok = _best_of(fit, D, P, grids, np.broadcast_to(g.cuts, (len(pairs), P + 1)),
+        i, key, te, ok = _best_of(fit, g, grids, np.broadcast_to(g.cuts, (len(pairs), P + 1)),
                                   np.broadcast_to(g.mb, (len(pairs), D)))
         if not _better(fit, key, g.key):
             break
@@ -152,7 +154,7 @@ def region_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda:
     if not cands:
         return False
     grids = np.stack(cands)
-    i, key, te, ok = _best_of(fit, D, P, grids, np.broadcast_to(g.cuts, (len(cands), P + 1)),
+    i, key, te, ok = _best_of(fit, g, grids, np.broadcast_to(g.cuts, (len(cands), P + 1)),
                               np.broadcast_to(g.mb, (len(cands), D)))
     if _better(fit, key, g.key):
         _accept(g, i, key, te, ok, grid=grids[i])
@@ -183,7 +185,7 @@ def order_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
             grids.append(grid[rows])
             cutv.append(cuts)
         G, C = np.stack(grids), np.stack(cutv).astype(np.int64)
-        k, key, te, ok = _best_of(fit, D, P, G, C, np.broadcast_to(g.mb, (len(G), D)))
+        k, key, te, ok = _best_of(fit, g, G, C, np.broadcast_to(g.mb, (len(G), D)))
         if not _better(fit, key, g.key):
             break
         _accept(g, k, key, te, ok, grid=G[k], cuts=C[k])
@@ -211,7 +213,7 @@ def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
         if not cand:
             break
         mbs = np.array(cand)
-        i, key, te, ok = _best_of(fit, D, P, np.broadcast_to(g.grid, (len(mbs), D, P)),
+        i, key, te, ok = _best_of(fit, g, np.broadcast_to(g.grid, (len(mbs), D, P)),
                                   np.broadcast_to(g.cuts, (len(mbs), P + 1)), mbs)
         if not _better(fit, key, g.key):
             break
@@ -220,12 +222,49 @@ def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
     return g.key != start
 
 
+def clock_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False, rounds: int = 8) -> bool:
+    """Each round tries every other clock of every selected device (one change each)
+    and takes the best (§10): stages off the critical path slow down for less energy,
+    and a slowed stage that became critical speeds up again. Nothing to do (and no
+    evaluation) where no device lists lower clocks."""
+    a = fit.inst.arrays
+    if not a.has_clocks:
+        return False
+    D, P = g.D, g.P
+    fit([g])
+    start = g.key
+    slots = g.grid.reshape(-1)
+    for _ in range(rounds):
+        if stop():
+            break
+        base = g.clk if g.clk is not None else np.zeros(fit.inst.n, dtype=np.int64)
+        cands = [(dev, lv) for dev in slots.tolist() for lv in range(int(a.n_levels[dev])) if lv != base[dev]]
+        if not cands:
+            break
+        clks = np.repeat(base[None, :], len(cands), axis=0)
+        for r, (dev, lv) in enumerate(cands):
+            clks[r, dev] = lv
+        grids = np.broadcast_to(g.grid, (len(cands), D, P))
+        p, s, T, E, ok = fit.keys_of(D, P, grids, np.broadcast_to(g.cuts, (len(cands), P + 1)),
+                                     np.broadcast_to(g.mb, (len(cands), D)), np.take_along_axis(
+                                         clks, grids.reshape(len(cands), -1), axis=1).reshape(len(cands), D, P))
+        pmin = p.min()
+        ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
+        i = int(ties[np.argmin(s[ties])])
+        key = (float(p[i]), float(s[i]))
+        if not _better(fit, key, g.key):
+            break
+        g.clk = clks[i].copy()
+        g.key, g.te, g.feasible = key, (float(T[i]), float(E[i])), bool(ok[i])
+    return g.key != start
+
+
 LOCAL_SEARCHES = {"cuts": optimize_cuts, "grid": grid_moves, "region": region_moves, "order": order_moves,
-                  "split": split_moves}
+                  "split": split_moves, "clocks": clock_moves}
 
 
 def local_search(fit: Fitness, g: Genome, rng: np.random.Generator,
-                 moves=("region", "grid", "order", "cuts", "split"), stop=lambda: False) -> Genome:
+                 moves=("region", "grid", "order", "cuts", "split", "clocks"), stop=lambda: False) -> Genome:
     """Apply the neighbourhoods in turn until none improves (at most three passes);
     ``stop()`` (deadline, evaluation budget) is polled between steps."""
     for _ in range(3):

@@ -58,7 +58,7 @@ def cx_replicas(inst: Instance, p1: Genome, p2: Genome, rng: np.random.Generator
                 rows[k] = p2.grid[rng.integers(p2.D)]
     cuts = (p2.cuts if p2.P == P and rng.random() < 0.5 else p1.cuts).copy()
     mb = (p2.mb if p2.D == D and rng.random() < 0.5 else p1.mb).copy()
-    return Genome(D, P, repair(inst, D, P, rows, rng), cuts, mb)
+    return Genome(D, P, repair(inst, D, P, rows, rng), cuts, mb, clk=_clk(p1))
 
 
 def cx_stages(inst: Instance, p1: Genome, p2: Genome, rng: np.random.Generator) -> Genome:
@@ -69,7 +69,7 @@ def cx_stages(inst: Instance, p1: Genome, p2: Genome, rng: np.random.Generator) 
     for j in range(p1.P):
         if rng.random() < 0.5:
             cols[:, j] = p2.grid[:, j]
-    return Genome(p1.D, p1.P, repair(inst, p1.D, p1.P, cols, rng), p1.cuts.copy(), p1.mb.copy())
+    return Genome(p1.D, p1.P, repair(inst, p1.D, p1.P, cols, rng), p1.cuts.copy(), p1.mb.copy(), clk=_clk(p1))
 
 
 # ------------------------------------------------------------------ mutations
@@ -137,7 +137,7 @@ def mut_shape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
             grid2 = np.vstack([grid, np.array(unused[:P])[None, :]])
         else:
             grid2 = np.delete(grid, int(rng.integers(g.D)), axis=0)
-        child = Genome(D, P, repair(inst, D, P, grid2, rng), g.cuts, default_split(inst, D))
+        child = Genome(D, P, repair(inst, D, P, grid2, rng), g.cuts, default_split(inst, D), clk=_clk(g))
         child.cuts = fresh_cuts(inst, child) if P != g.P else g.cuts.copy()
         return child
     return g
@@ -152,11 +152,35 @@ def mut_reshape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
     if not options:
         return g
     D, P = options[int(rng.integers(len(options)))]
-    child = Genome(D, P, g.order.copy(), np.zeros(P + 1, dtype=np.int64), default_split(inst, D))
+    child = Genome(D, P, g.order.copy(), np.zeros(P + 1, dtype=np.int64), default_split(inst, D), clk=_clk(g))
     child.cuts = fresh_cuts(inst, child)
     return child
 
 
+def mut_clock(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
+    """Another clock (§10) for one selected device that lists several; clocks belong
+    to devices, so they travel with them through swaps and crossovers."""
+    levels = inst.arrays.n_levels
+    used = [int(d) for d in g.grid.reshape(-1) if levels[d] > 1]
+    if not used:
+        return g
+    dev = used[int(rng.integers(len(used)))]
+    child = g.copy()
+    if child.clk is None:
+        child.clk = np.zeros(inst.n, dtype=np.int64)
+    child.clk[dev] = (child.clk[dev] + 1 + int(rng.integers(levels[dev] - 1))) % levels[dev]
+    return child
+
+
+def _clk(g: Genome) -> np.ndarray | None:
+    return None if g.clk is None else g.clk.copy()
+
+
+def mutation_names(inst: Instance) -> list[str]:
+    """The mutations that can change a plan of this instance (no clock moves without clocks)."""
+    return [name for name in MUTATIONS if name != "clock" or inst.arrays.has_clocks]
+
+
 MUTATIONS = {"swap": mut_swap, "replace": mut_replace, "cut": mut_cut, "split": mut_split, "shape": mut_shape,
-             "reshape": mut_reshape}
+             "reshape": mut_reshape, "clock": mut_clock}
 CROSSOVERS = {"replicas": cx_replicas, "stages": cx_stages}
