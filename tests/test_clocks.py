@@ -139,8 +139,32 @@ def variant_energy(tiny_dict):
     return instance_from_dict(d)
 
 
-def test_exact_engines_refuse_clocks_for_now(tiny_dict):
-    from geotrain_opt.errors import SolverError
-    for name in ("cpsat", "milp"):
-        with pytest.raises(SolverError, match=f"{name}: GPU clocks .* are not in the exact formulation yet"):
-            get(name)(clocked(tiny_dict), SolveOptions(time_limit_s=10))
+@pytest.mark.parametrize("model", ["devices", "classes"])
+@pytest.mark.parametrize("engine", ["cpsat", "milp"])
+def test_exact_engines_prove_the_brute_force_optimum_with_clocks(tiny_dict, engine, model):
+    """A device (class) at each of its clocks is one unit of the model (formulations/exact.md
+    §3.8): the optimum equals brute force's, objective and tie-break, for every objective."""
+    cases = [dict(kind="energy"), dict(kind="weighted", **{"lambda": 0.3}), dict(kind="time"),
+             dict(kind="time", max_energy_j=12.0), dict(kind="energy", max_time_s=0.03)]
+    for objective in cases:
+        inst = clocked(tiny_dict, **objective)
+        ref = get("bruteforce")(inst, SolveOptions(time_limit_s=120))
+        res = get(engine)(inst, SolveOptions(time_limit_s=60, extra={"exact_model": model}))
+        assert res.status == ref.status == "optimal", objective
+        assert res.objective_value == pytest.approx(ref.objective_value, rel=1e-6), objective
+        assert res.evaluation.energy_j == pytest.approx(ref.evaluation.energy_j, rel=1e-6), objective
+        assert res.evaluation.time_s == pytest.approx(ref.evaluation.time_s, rel=1e-6), objective
+
+
+def test_exact_carbon_with_clocks_and_a_hint(tiny_dict):
+    d = copy.deepcopy(tiny_dict)
+    d["gpu_types"]["fast"]["clocks"] = [{"fraction": 0.6, "busy_w": 150}]
+    d["gpu_types"]["slow"]["clocks"] = [{"fraction": 0.5, "busy_w": 90}]
+    d["energy"]["carbon_g_per_kwh"] = {"east": 400, "west": 100}
+    d["objective"] = {"kind": "carbon"}
+    inst = instance_from_dict(d)
+    ref = get("bruteforce")(inst, SolveOptions(time_limit_s=120))
+    hint = Plan.make([["w0", "w1"]], [0, 2, 4], [4], {"w1": 0.5})
+    for engine in ("cpsat", "milp"):
+        res = get(engine)(inst, SolveOptions(time_limit_s=60, hint=hint))
+        assert res.status == "optimal" and res.objective_value == pytest.approx(ref.objective_value, rel=1e-6)

@@ -10,7 +10,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from .. import objective as objmod
-from ..evaluator import evaluate
+from ..evaluator import clock_levels, evaluate
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
@@ -147,7 +147,7 @@ class CpSatBackend:
 def _hint(be: CpSatBackend, inst: Instance, shape: formulation.Shape, plan: Plan | None) -> None:
     if plan is None or plan.replicas != shape.D or plan.stages != shape.P:
         return
-    for var, value in formulation.hint_values(inst, shape, plan.grid_indices(inst.index)):
+    for var, value in formulation.hint_values(inst, shape, plan.grid_indices(inst.index), clock_levels(inst, plan)):
         be.hint(var, value)
     if shape.n_layers is not None:
         for j, var in enumerate(shape.n_layers):
@@ -214,8 +214,7 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
             status = "feasible" if best is not None else "unknown"
             break
         model_bound = solver.best_objective_bound * be.obj_unit
-        grid, cuts, mb = formulation.read_plan(inst, shape, solver.value)
-        plan = Plan.from_indices(inst.ids, grid, cuts, mb)
+        plan = formulation.read_solution(inst, shape, solver.value)
         ev = evaluate(src, plan)
         ok = ev.acceptable and (time_cap is None or ev.time_s <= time_cap)
         val = float(objmod.of(obj, ev)[0]) if ok else math.inf

@@ -17,7 +17,6 @@ import numpy as np
 from .. import objective as objmod
 from ..bounds import shape_bounds
 from ..construct import feasible_shapes, smallest_feasible_plan
-from ..errors import SolverError
 from ..evaluator import BatchEvaluator, evaluate
 from ..tariffs import priced_floors
 from ..instance import Instance
@@ -118,9 +117,6 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     from . import spec      # the engine's own options class (CpsatOptions, MilpOptions): checked here
     options = spec(name).options.parse(name, opts.extra)
-    if inst.arrays.has_clocks:
-        raise SolverError(f"{name}: GPU clocks (formulations/model.md §10) are not in the exact formulation yet; "
-                          f"bruteforce proves plans with clocks on small instances, memetic plans them on large ones")
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     shapes = feasible_shapes(inst)

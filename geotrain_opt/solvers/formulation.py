@@ -55,6 +55,8 @@ class Shape:
     # the devices behind each unit u of x: one device each in the per-device
     # model, a class of interchangeable devices in the class model (§3.7)
     units: list[list[int]] = field(default_factory=list)
+    # the clock level of each unit (formulations/exact.md §3.8): a class at each of its clocks is one unit
+    levels: list[int] = field(default_factory=list)
 
 
 def _identical_layers(inst: Instance) -> bool:
@@ -115,7 +117,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, spec: BuildSpec | None = 
         part()
     return Shape(D, P, m.x, m.nl, m.y, m.mu, m.T, m.E_terms, m.obj_terms,
                  dict(t=m.t, lk=m.lk, oc=m.oc, tau=m.tau, ring=m.ring, Rmax=m.Rmax, eb=m.ebv, om=m.omv),
-                 m.unit_members)
+                 m.unit_members, m.unit_level)
 
 
 def _scaled(terms: Terms, s: float) -> Terms:
@@ -176,14 +178,24 @@ class _Model:
         unit is its first member's; the link of a unit to itself is the link between
         two of its members (the same for every pair, formulations/exact.md §3.7)."""
         a, inst = self.a, self.inst
-        units = device_classes(inst) if self.spec.classes else [[g] for g in range(inst.n)]
-        self.unit_members = units
+        classes = device_classes(inst) if self.spec.classes else [[g] for g in range(inst.n)]
+        # §3.8: a device (class) that lists lower clocks is one unit per clock; without
+        # clocks every class is one unit at level 0, exactly as before
+        pairs = [(c, lv) for c in classes for lv in range(int(a.n_levels[c[0]]))]
+        units = [c for c, _ in pairs]
+        self.unit_members, self.unit_level = units, [lv for _, lv in pairs]
+        self.unit_class = [ci for ci, c in enumerate(classes) for _ in range(int(a.n_levels[c[0]]))]
+        self.classes = classes
         U = self.U = range(len(units))
         cap = self.cap = [len(c) for c in units]
         first = [c[0] for c in units]
-        self.speed, self.mem_cap = a.speed[first], a.mem_cap[first]
-        self.p_busy, self.p_wait = a.p_busy[first], a.p_wait[first]
-        self.al, self.ib, self.cross = (_unit_links(m, units) for m in (a.alpha, a.inv_beta, a.cross))
+        if a.has_clocks:
+            self.speed = a.speed[first] * a.clock_frac[first, self.unit_level]
+            self.p_busy = a.clock_busy[first, self.unit_level]
+        else:
+            self.speed, self.p_busy = a.speed[first], a.p_busy[first]
+        self.mem_cap, self.p_wait = a.mem_cap[first], a.p_wait[first]
+        self.al, self.ib, self.cross = (_unit_links(m, units, self.unit_class) for m in (a.alpha, a.inv_beta, a.cross))
         # the units a slot of unit u can talk to: any other, itself only with two members
         self.peers = [[v for v in U if v != u or cap[u] > 1] for u in U]
 
@@ -204,6 +216,11 @@ class _Model:
         for u in U:
             self.tick()
             be.le([(1.0, x[u, k, j]) for k in K for j in J], cap[u], 1.0)
+        if len(self.classes) < len(self.unit_members):      # §3.8: a class's clocks share its devices
+            for ci, c in enumerate(self.classes):
+                mine = [u for u in U if self.unit_class[u] == ci]
+                if len(mine) > 1:
+                    be.le([(1.0, x[u, k, j]) for u in mine for k in K for j in J], len(c), 1.0)
 
     def symmetry(self) -> None:
         """Symmetry breaking (formulations/exact.md §3.6)."""
@@ -220,12 +237,14 @@ class _Model:
         # with the rotation rule this keeps one plan of every equivalence class
         # (formulations/exact.md §3.6). The class model has no such symmetry left.
         if self.spec.symmetry and not classes:
-            rank = {g: [(float(k * P + j + 1), x[g, k, j]) for k in K for j in J] for g in range(self.inst.n)}
+            of_dev = {g: [u for u in U if self.unit_members[u][0] == g] for g in range(self.inst.n)}
+            rank = {g: [(float(k * P + j + 1), x[u, k, j]) for u in of_dev[g] for k in K for j in J]
+                    for g in range(self.inst.n)}
             used: dict[int, Any] = {}
             for cls in interchangeable_classes(self.inst):
                 for g in cls:
                     used[g] = be.boolean(f"used_{g}")
-                    be.eq_int([(1, used[g])] + [(-1, x[g, k, j]) for k in K for j in J], 0)
+                    be.eq_int([(1, used[g])] + [(-1, x[u, k, j]) for u in of_dev[g] for k in K for j in J], 0)
                 for g1, g2 in zip(cls, cls[1:]):
                     be.le([(1.0, used[g2]), (-1.0, used[g1])], 0, 1.0)
                     be.le(rank[g1] + [(-c, v) for c, v in rank[g2]], -1, 1.0, (used[g2],))
@@ -257,7 +276,7 @@ class _Model:
         cutoff, time_cap = self.spec.cutoff, self.spec.time_cap
         kappa = a.kappa
         self.W_tot = W_tot = float(a.w_prefix[-1] + a.head_work)
-        t_ub = W_tot / float(a.speed.min())
+        t_ub = W_tot / float((a.speed[:, None] * a.clock_frac).min())     # the slowest clock (§3.8)
         lk_ub = float((a.alpha + a.A * a.inv_beta).max())
         occ_ub = float(a.A * a.inv_beta.max())
         tau_ub = max(t_ub + 4.0 * kappa * occ_ub, occ_ub)
@@ -387,7 +406,8 @@ class _Model:
             scale = float(max(pipe.max(), ring.max()))
             norm = (lambda m: _unit_links(m / scale, self.unit_members)) if scale > 0 else (lambda m: m[:0, :0])
             unit = self.spec.c_unit if name == "cost" else self.spec.q_unit
-            self.priced_terms[name] = self.metric(f"{name}_", tf.busy[first], tf.wait[first], scale,
+            busy = tf.busy[first] if tf.per_watt is None else tf.per_watt[first] * self.p_busy   # at the unit's clock
+            self.priced_terms[name] = self.metric(f"{name}_", busy, tf.wait[first], scale,
                                                   norm(pipe), norm(ring), unit)
 
     def metric(self, tag: str, p_busy: np.ndarray, p_wait: np.ndarray, scale: float, pipe: np.ndarray,
@@ -497,13 +517,18 @@ class _Model:
         self.obj_terms = obj_terms
 
 
-def _unit_links(m: np.ndarray, units: list[list[int]]) -> np.ndarray:
+def _unit_links(m: np.ndarray, units: list[list[int]], unit_class: list[int] | None = None) -> np.ndarray:
     """(units, units) view of a device-pair matrix: the entry of the first members,
-    and on the diagonal the entry between a class's first two members (0 for one device)."""
+    and on the diagonal the entry between a class's first two members (0 for one device);
+    two units of one class at different clocks (§3.8) are two members too."""
     first = [c[0] for c in units]
     out = m[np.ix_(first, first)].copy()
     for u, c in enumerate(units):
         out[u, u] = m[c[0], c[1]] if len(c) > 1 else 0.0
+    if unit_class is not None and len(set(unit_class)) < len(units):
+        cls = np.array(unit_class)
+        same = cls[:, None] == cls[None, :]
+        out[same] = np.diag(out)[np.nonzero(same)[0]]
     return out
 
 
@@ -524,8 +549,8 @@ def device_classes(inst: Instance) -> list[list[int]]:
 def _device_classes(inst: Instance) -> list[list[int]]:
     a = inst.arrays
     n = inst.n
-    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour)
-           for g in range(n)]
+    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
+            inst.devices[g].clocks) for g in range(n)]
     classes: list[list[int]] = []
     for g in range(n):
         for cls in classes:
@@ -552,17 +577,20 @@ def interchangeable_classes(inst: Instance) -> list[list[int]]:
     return [c for c in device_classes(inst) if len(c) > 1]
 
 
-def canonical_grid(inst: Instance, grid: np.ndarray) -> np.ndarray:
+def canonical_grid(inst: Instance, grid: np.ndarray, levels: np.ndarray | None = None):
     """The equivalent grid that satisfies the symmetry rules of ``build`` (the
     construction of formulations/exact.md §3.6), e.g. to turn any plan into a
-    valid solution hint."""
+    valid solution hint; with ``levels`` (each slot's clock, §3.8) also those
+    levels moved with their slots: (grid, levels)."""
     classes = interchangeable_classes(inst)
     cls_of = {g: i for i, c in enumerate(classes) for g in c}
     key = lambda g: min(classes[cls_of[g]]) if g in cls_of else g  # noqa: E731
     D, P = grid.shape
     k0 = min(range(D), key=lambda k: (key(int(grid[k, 0])), k))
     g = np.roll(grid, -k0, axis=0).copy()
-    return _label_in_rank_order(g, classes)
+    if levels is None:
+        return _label_in_rank_order(g, classes)
+    return _label_in_rank_order(g, classes), np.roll(levels, -k0, axis=0)
 
 
 def _label_in_rank_order(grid: np.ndarray, classes: list[list[int]]) -> np.ndarray:
@@ -576,13 +604,21 @@ def _label_in_rank_order(grid: np.ndarray, classes: list[list[int]]) -> np.ndarr
     return g
 
 
-def hint_values(inst: Instance, shape: Shape, grid: np.ndarray) -> list[tuple[Any, int]]:
-    """(x variable, 0/1) of a device grid of the shape's size, in the shape's model."""
+def hint_values(inst: Instance, shape: Shape, grid: np.ndarray,
+                levels: np.ndarray | None = None) -> list[tuple[Any, int]]:
+    """(x variable, 0/1) of a device grid of the shape's size, in the shape's model;
+    ``levels``: each slot's clock level (None: all at full clock)."""
+    if levels is None:
+        levels = np.zeros_like(grid)
+    level_of = shape.levels or [0] * len(shape.units)
     if all(len(c) == 1 for c in shape.units):
-        ugrid = canonical_grid(inst, grid)
+        grid, levels = canonical_grid(inst, grid, levels)
+        unit = {(c[0], lv): u for u, (c, lv) in enumerate(zip(shape.units, level_of))}
+        ugrid = np.array([[unit[int(g), int(lv)] for g, lv in zip(gr, lr)] for gr, lr in zip(grid, levels)])
     else:
-        unit_of = {g: u for u, c in enumerate(shape.units) for g in c}
-        ugrid = np.vectorize(unit_of.get)(grid)
+        cls = {g: min(c) for c in shape.units for g in c}
+        unit = {(min(c), lv): u for u, (c, lv) in enumerate(zip(shape.units, level_of))}
+        ugrid = np.array([[unit[cls[int(g)], int(lv)] for g, lv in zip(gr, lr)] for gr, lr in zip(grid, levels)])
         k0 = min(range(shape.D), key=lambda k: (int(ugrid[k, 0]), k))
         ugrid = np.roll(ugrid, -k0, axis=0)
     return [(var, int(ugrid[k][j] == u)) for (u, k, j), var in shape.x.items()]
@@ -596,9 +632,10 @@ def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int
     for (u, k, j), var in shape.x.items():
         if value(var) > 0.5:
             ugrid[k, j] = u
-    # a class's slots get its devices in slot order
+    # a class's slots get its devices in slot order (at whatever clock each slot has)
     grid = np.array([[shape.units[u][0] for u in row] for row in ugrid], dtype=np.int64)
-    grid = _label_in_rank_order(grid, [c for c in shape.units if len(c) > 1])
+    classes = {tuple(c): c for c in shape.units if len(c) > 1}
+    grid = _label_in_rank_order(grid, list(classes.values()))
     if shape.n_layers is not None:
         counts = [int(round(value(v))) for v in shape.n_layers]
     else:
@@ -609,3 +646,17 @@ def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int
     else:
         mb = [1 + int(np.argmax([value(b) for b in row])) for row in shape.mb]
     return grid, cuts, mb
+
+
+def read_solution(inst: Instance, shape: Shape, value) -> "Plan":
+    """The solution as a plan, with the clock of every slot (§3.8)."""
+    from ..plan import Plan
+    grid, cuts, mb = read_plan(inst, shape, value)
+    clocks = None
+    if shape.levels and any(shape.levels):
+        clocks = {}
+        for (u, k, j), var in shape.x.items():
+            if value(var) > 0.5 and shape.levels[u]:
+                g = int(grid[k, j])
+                clocks[inst.ids[g]] = inst.devices[g].levels[shape.levels[u]][0]
+    return Plan.from_indices(inst.ids, grid, cuts, mb, clocks)

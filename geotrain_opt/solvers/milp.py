@@ -9,6 +9,7 @@ from typing import Any
 import pulp
 
 from ..errors import SolverError
+from ..evaluator import clock_levels
 from ..instance import Instance
 from ..plan import Plan
 from ..result import SolverResult
@@ -160,7 +161,8 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
     be, shape, _src = run_model(PulpBackend, inst, D, P, spec.scaled(2.0 ** RES_BITS))
     warm = False
     if hint is not None and hint.replicas == D and hint.stages == P:
-        for var, value in formulation.hint_values(inst, shape, hint.grid_indices(inst.index)):
+        for var, value in formulation.hint_values(inst, shape, hint.grid_indices(inst.index),
+                                                  clock_levels(inst, hint)):
             be.hint(var, value)
         warm = True
     st = be.m.solve(_solver(opts, seconds, warm))
@@ -169,8 +171,7 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
     has_sol = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
     plan = None
     if has_sol:
-        grid, cuts, mb = formulation.read_plan(inst, shape, lambda v: v.value() or 0.0)
-        plan = Plan.from_indices(inst.ids, grid, cuts, mb)
+        plan = formulation.read_solution(inst, shape, lambda v: v.value() or 0.0)
     if status_txt == "Optimal" and sol == pulp.LpSolutionOptimal:
         status = "optimal"
     elif status_txt == "Infeasible":
