@@ -63,6 +63,9 @@ def instance_schema() -> dict[str, Any]:
         "busy_w": _num("busy_w", positive=True, doc="board power while computing, W"),
         "wait_w": _num("wait_w", nonneg=True, doc="board power while waiting, W (<= busy_w)"),
         "price_per_hour": _num("price_per_hour", nonneg=True, doc="USD per GPU-hour (cost, §9); default 0"),
+        "clocks": {"type": "array", "description": "lower clocks (model.md §10)", "items": _obj(
+            {"fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+             "busy_w": _num("busy_w", positive=True)}, ("fraction",))},
     }
     link = {"latency_ms": _num("latency_ms", nonneg=True), "bandwidth_gbps": _num("bandwidth_gbps", positive=True)}
     link_obj = _obj(link, ("latency_ms", "bandwidth_gbps"))
@@ -146,7 +149,10 @@ def plan_schema() -> dict[str, Any]:
                 "grid": {"type": "array", "minItems": 1, "description": "grid[k][j]: device of replica k, stage j",
                          "items": {"type": "array", "minItems": 1, "items": _STR}},
                 "cuts": ints | {"description": "P + 1 layer boundaries, 0 … L"},
-                "micro_batches": ints | {"description": "micro-batches of each replica"}},
+                "micro_batches": ints | {"description": "micro-batches of each replica"},
+                "clocks": {"type": "object", "additionalProperties": {"type": "number", "exclusiveMinimum": 0,
+                                                                      "maximum": 1},
+                           "description": "device id -> clock fraction (model.md §10); default 1"}},
                ("grid", "cuts", "micro_batches")),
     }
 
