@@ -493,7 +493,16 @@ def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None) 
 
 def instance_bound(inst: "Instance") -> tuple[float, dict[str, int]]:
     """(a lower bound on the primary objective of every plan, how many shapes each
-    bound decided). inf when no shape admits a plan."""
+    bound decided). inf when no shape admits a plan. With micro-batch size or
+    recomputation to choose (model.md §11): the least over the choices."""
+    if inst.has_choices:
+        value, by = INF, {}
+        for b, r in inst.model.choices():
+            v, n = instance_bound(inst.variant(b, r))
+            value = min(value, v)
+            for k, c in n.items():
+                by[k] = by.get(k, 0) + c
+        return value, by
     bounds = shape_bounds(inst)
     by: dict[str, int] = {}
     for b in bounds.values():

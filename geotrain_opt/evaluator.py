@@ -94,6 +94,7 @@ def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = 
     simulate and warm starts). With ``costable`` only the faults that leave no
     cost to compute (unknown devices, cuts) raise, and the rest (a repeated
     device, a wrong split) are returned for ``evaluate`` to report as infeasible."""
+    inst = plan_instance(inst, plan)
     errors = plan_errors(inst, plan)
     rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown", "clocks"))] if costable else []
     errors = [e for e in errors if e not in rest_ok]
@@ -106,6 +107,7 @@ def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = 
 
 def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     """Evaluate one plan exactly as formulations/model.md §3 states it."""
+    inst = plan_instance(inst, plan)
     m = inst.model
     a = inst.arrays
     violations = check_plan(inst, plan, costable=True)
@@ -227,6 +229,14 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     limits = limit_violations(inst, T, E, D * P, cost, carbon)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
                       memory, Tk, R, cross, not limits, limits, cost, carbon)
+
+
+def plan_instance(inst: Instance, plan: Plan) -> Instance:
+    """The instance as the plan runs it: its micro-batch size and recomputation (§11)
+    fixed; the instance itself when the plan and the model choose nothing."""
+    if inst.has_choices or plan.micro_batch is not None or plan.recompute is not None:
+        return inst.variant(plan.micro_batch, plan.recompute)
+    return inst
 
 
 def clock_levels(inst: Instance, plan: Plan) -> np.ndarray:
@@ -376,15 +386,17 @@ class BatchEvaluator:
     def evaluate_plans(self, plans: list[Plan]) -> list[BatchResult | None]:
         """Convenience: group plans by shape; returns one single-row result per plan."""
         out: list[Any] = [None] * len(plans)
-        groups: dict[tuple[int, int], list[int]] = {}
+        groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(plans):
-            groups.setdefault((p.replicas, p.stages), []).append(i)
-        for (_D, _P), members in groups.items():
+            groups.setdefault((p.replicas, p.stages, p.micro_batch, p.recompute), []).append(i)
+        for (_D, _P, b, r), members in groups.items():
+            inst = plan_instance(self.inst, plans[members[0]])
+            ev = self if inst is self.inst else BatchEvaluator(inst)
             grid = np.stack([plans[i].grid_indices(self.inst.index) for i in members])
             cuts = np.array([plans[i].cuts for i in members])
             mb = np.array([plans[i].micro_batches for i in members])
             clk = np.stack([clock_levels(self.inst, plans[i]) for i in members])
-            res = self(grid, cuts, mb, clk)
+            res = ev(grid, cuts, mb, clk)
             for row, i in enumerate(members):
                 out[i] = BatchResult(*(None if getattr(res, f) is None else np.asarray(getattr(res, f))[row:row + 1]
                                        for f in res.__dataclass_fields__))

@@ -133,6 +133,8 @@ def to_hostfile(inst: Instance, plan: Plan) -> str:
 
 def export(inst: Instance, plan: Plan, fmt: str) -> str:
     """The file text of ``plan`` in format ``fmt`` (one of FORMATS)."""
+    from .evaluator import plan_instance
+    inst = plan_instance(inst, plan)          # the plan's micro-batch size (§11)
     if fmt == "hostfile":
         return to_hostfile(inst, plan)
     makers = {"torch-pipelining": to_torch_pipelining, "megatron": to_megatron, "deepspeed": to_deepspeed}

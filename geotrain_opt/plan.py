@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,6 +21,9 @@ class Plan:
     micro_batches: tuple[int, ...]
     # (device id, clock fraction) of the devices not at their full clock (model.md §10), sorted
     clocks: tuple[tuple[str, float], ...] = ()
+    # §11: the plan's micro-batch size and recomputation (None: the model's own)
+    micro_batch: int | None = None
+    recompute: str | None = None
 
     def clock(self, device: str) -> float:
         return dict(self.clocks).get(device, 1.0)
@@ -43,6 +46,10 @@ class Plan:
              "micro_batches": list(self.micro_batches)}
         if self.clocks:
             d["clocks"] = dict(self.clocks)
+        if self.micro_batch is not None:
+            d["micro_batch"] = self.micro_batch
+        if self.recompute is not None:
+            d["recompute"] = self.recompute
         return d
 
     def to_json(self) -> str:
@@ -77,7 +84,12 @@ class Plan:
         if not isinstance(clocks, dict) or not all(
                 isinstance(f, (int, float)) and not isinstance(f, bool) for f in clocks.values()):
             raise PlanError("clocks", "expected a mapping of device id to clock fraction")
-        plan = Plan.make(grid, d["cuts"], d["micro_batches"], clocks)
+        b, r = d.get("micro_batch"), d.get("recompute")
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise PlanError("micro_batch", f"expected a positive integer, got {b!r}")
+        if r is not None and r not in ("none", "full"):
+            raise PlanError("recompute", f"must be none or full, got {r!r}")
+        plan = replace(Plan.make(grid, d["cuts"], d["micro_batches"], clocks), micro_batch=b, recompute=r)
         unknown = sorted(set(dict(plan.clocks)) - set(plan.devices))
         if unknown:
             raise PlanError("clocks", f"device {unknown[0]!r} is not in the grid")

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import stagecost as sc
 from .construct import split_micro_batches
-from .evaluator import check_plan, evaluate
+from .evaluator import check_plan, evaluate, plan_instance
 from .instance import Instance
 from .plan import Plan
 
@@ -118,8 +118,12 @@ class _Links:
 def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous: bool = False,
              record: bool = False) -> SimResult:
     check_plan(inst, plan)
+    inst = plan_instance(inst, plan)          # the plan's micro-batch size and recomputation (§11)
     a = inst.arrays
     m = inst.model
+    # §10: each device at its clock: speed and busy power of that level
+    level = {g: dict(d.levels) for g, d in zip(inst.ids, inst.devices)}
+    f_of = {g: plan.clock(g) for g in plan.devices}
     grid = plan.grid_indices(inst.index)
     D, P, c = plan.replicas, plan.stages, plan.cuts
     rf = 1.0 / (3 + (1 if m.recompute == "full" else 0))
@@ -170,7 +174,7 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
             return False
         g = int(grid[k][j])
         start = max(idle_at[k][j], arrived[need] if need else 0.0)
-        compute = (fwd[j] if kind == "F" else bwd[j]) / a.speed[g]
+        compute = (fwd[j] if kind == "F" else bwd[j]) / (a.speed[g] * f_of[plan.grid[k][j]])
         end = start + compute + exposed[k][j]
         idle_at[k][j] = stage_end[k][j] = end
         busy[plan.grid[k][j]] += compute
@@ -226,7 +230,8 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     for g_id, b in busy.items():
         g = inst.index[g_id]
         wait[g_id] = T - b
-        energy += a.p_busy[g] * b + a.p_wait[g] * (T - b)
+        p_busy = level[g_id][f_of[g_id]] * inst.pue_region.get(inst.devices[g].region, 1.0)
+        energy += p_busy * b + a.p_wait[g] * (T - b)
     energy += evaluate(inst, plan).network_j          # same bytes cross regions
     return SimResult(T, pipeline, allreduce, energy, busy, wait, pipe_end, ops_log)
 

@@ -192,8 +192,31 @@ def _read_model(r: _Reader) -> Model:
                         orr.number("params_scale", 1.0, positive=True),
                         orr.number("act_scale", 1.0, positive=True)]
         scale = [tuple(x) for x in rows]
+    mb_opts: list[int] = []
+    raw = r.get("micro_batch_options", [])
+    if not isinstance(raw, list):
+        raise InstanceError("model.micro_batch_options", "expected a list of micro-batch sizes")
+    for i, b in enumerate(raw):
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1 or b > LIMITS["micro_batch"]:
+            raise InstanceError(f"model.micro_batch_options[{i}]", f"expected a positive integer, got {b!r}")
+        if gb % b:
+            raise InstanceError(f"model.micro_batch_options[{i}]", f"{b} does not divide global_batch {gb}")
+        if b in mb_opts:
+            raise InstanceError(f"model.micro_batch_options[{i}]", f"{b} listed twice")
+        mb_opts.append(b)
+    rc_opts: list[str] = []
+    raw = r.get("recompute_options", [])
+    if not isinstance(raw, list):
+        raise InstanceError("model.recompute_options", "expected a list of none, full")
+    for i, v in enumerate(raw):
+        if v not in ("none", "full"):
+            raise InstanceError(f"model.recompute_options[{i}]", f"must be one of none, full, got {v!r}")
+        if v in rc_opts:
+            raise InstanceError(f"model.recompute_options[{i}]", f"{v} listed twice")
+        rc_opts.append(v)
     return Model(layers, hidden, heads, seq_len, vocab, ffn, gb, mb, prec, recompute, state, grad,
-                 preset=r.get("preset"), layer_scale=tuple(scale))
+                 preset=r.get("preset"), layer_scale=tuple(scale), micro_batch_options=tuple(mb_opts),
+                 recompute_options=tuple(rc_opts))
 
 
 def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
@@ -341,7 +364,19 @@ def _read_objective(r: _Reader) -> Objective:
 
 def _check_fits_somewhere(inst: Instance) -> None:
     """Reject instances that no plan can satisfy: the embedding or head stage alone
-    (one layer, one micro-batch in flight) exceeds the largest usable memory."""
+    (one layer, one micro-batch in flight) exceeds the largest usable memory, at
+    every micro-batch size and recomputation a plan may choose (§11)."""
+    errors = []
+    for b, r in inst.model.choices():
+        try:
+            _check_fits(inst.variant(b, r))
+            return
+        except InstanceError as e:
+            errors.append(e)
+    raise errors[0]
+
+
+def _check_fits(inst: Instance) -> None:
     from ..stagecost import stage_memory_of
     a = inst.arrays
     cap = float(a.mem_cap.max())
@@ -358,7 +393,19 @@ def check_whole_model_fits(inst: Instance) -> None:
     """``validate``'s stronger test: the whole model (state + one micro-batch of
     activations per layer) against the memory of the most devices one replica can
     use, at most min(n, L, max_devices) stages. Loading does not apply it: such an
-    instance is well-formed, and the solvers prove it infeasible."""
+    instance is well-formed, and the solvers prove it infeasible. Any choice of
+    micro-batch size and recomputation (§11) that fits is enough."""
+    errors = []
+    for b, r in inst.model.choices():
+        try:
+            _check_whole(inst.variant(b, r))
+            return
+        except InstanceError as e:
+            errors.append(e)
+    raise errors[0]
+
+
+def _check_whole(inst: Instance) -> None:
     a = inst.arrays
     L = a.L
     k = min(inst.n, L, inst.options.max_devices or inst.n)

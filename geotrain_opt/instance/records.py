@@ -28,6 +28,15 @@ class Model:
     preset: str | None = None
     # per-layer multipliers on work, parameters, activations (default all 1)
     layer_scale: tuple[tuple[float, float, float], ...] = ()
+    # §11: the micro-batch sizes and recomputation modes a plan may choose (besides the above)
+    micro_batch_options: tuple[int, ...] = ()
+    recompute_options: tuple[str, ...] = ()
+
+    def choices(self) -> list[tuple[int, str]]:
+        """Every (micro_batch, recompute) a plan may take; the model's own first."""
+        bs = [self.micro_batch] + [b for b in self.micro_batch_options if b != self.micro_batch]
+        rs = [self.recompute] + [r for r in self.recompute_options if r != self.recompute]
+        return [(b, r) for b in bs for r in rs]
 
     @property
     def num_micro_batches(self) -> int:
@@ -191,6 +200,33 @@ class Instance:
         if (o.kind == "carbon" or o.max_carbon_g is not None) and not self.carbon_priced:
             raise InstanceError("objective.kind" if o.kind == "carbon" else "objective.max_carbon_g",
                                 "carbon needs energy.carbon_g_per_kwh of at least one region")
+
+    def variant(self, micro_batch: int | None = None, recompute: str | None = None) -> "Instance":
+        """The instance with the model's micro-batch size and recomputation fixed to a
+        plan's choice (§11), without choices of its own; itself for the model's own."""
+        b = self.model.micro_batch if micro_batch is None else micro_batch
+        r = self.model.recompute if recompute is None else recompute
+        if (b, r) == (self.model.micro_batch, self.model.recompute) and not (
+                self.model.micro_batch_options or self.model.recompute_options):
+            return self
+        cache = self._cache.setdefault("variants", {})
+        if (b, r) not in cache:
+            from dataclasses import replace
+            if (b, r) not in self.model.choices():
+                from ..errors import PlanError
+                field = "micro_batch" if b not in [c[0] for c in self.model.choices()] else "recompute"
+                have = sorted({c[0] for c in self.model.choices()}) if field == "micro_batch" else \
+                    sorted({c[1] for c in self.model.choices()})
+                raise PlanError(field, f"{b if field == 'micro_batch' else r!r} is not one of the model's "
+                                       f"choices ({', '.join(map(str, have))})")
+            model = replace(self.model, micro_batch=b, recompute=r, micro_batch_options=(), recompute_options=())
+            cache[(b, r)] = replace(self, model=model, _cache={})
+        return cache[(b, r)]
+
+    @property
+    def has_choices(self) -> bool:
+        """True when plans choose the micro-batch size or recomputation (§11)."""
+        return len(self.model.choices()) > 1
 
     @property
     def priced(self) -> bool:

@@ -79,4 +79,7 @@ def names(kind: str | None = None, *, pareto: bool = False, certify: bool = Fals
 
 
 def get(name: str) -> SolverFn:
-    return spec(name).load()
+    """The solver, run over the micro-batch sizes and recomputations an instance
+    offers (choices.py; a plain call where it offers none)."""
+    from .choices import over_choices
+    return over_choices(spec(name).load())

@@ -1,0 +1,103 @@
+"""Micro-batch size and recomputation as decisions (formulations/model.md §11),
+enumerated outside every solver as (D, P) is outside the exact model: the instance
+at each (micro_batch, recompute) it offers is solved on a share of the time and the
+best plan, tagged with its choice, is the result. A choice changes M, every stage's
+work, activations and boundary message, so each is a whole instance of its own; the
+few choices a model offers (two or three sizes, two modes) make this cheap, and each
+solver keeps its own proof (an exact solver's result is optimal when every choice's is).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from functools import wraps
+from typing import Any
+
+from .. import objective as objmod
+from ..evaluator import evaluate
+from ..instance import Instance
+from ..objective import pareto_filter
+from ..plan import Plan
+from ..result import SolverResult
+from .base import SolveOptions, SolverFn
+
+
+def tag(inst: Instance, plan: Plan | None, b: int, r: str) -> Plan | None:
+    """The plan as a plan of ``inst``: its choice recorded where it is not the model's own."""
+    if plan is None:
+        return None
+    m = inst.model
+    return replace(plan, micro_batch=None if b == m.micro_batch else b,
+                   recompute=None if r == m.recompute else r)
+
+
+def over_choices(fn: SolverFn) -> SolverFn:
+    """``fn`` on every (micro_batch, recompute) choice of the instance, best plan kept."""
+    @wraps(fn)
+    def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+        if not inst.has_choices:
+            return fn(inst, opts)
+        start = time.perf_counter()
+        choices = inst.model.choices()
+        runs: list[tuple[int, str, SolverResult]] = []
+        for i, (b, r) in enumerate(choices):
+            left = opts.time_limit_s - (time.perf_counter() - start)
+            if left <= 0 and runs:
+                break
+            hint = opts.hint
+            if hint is not None:
+                hb = hint.micro_batch or inst.model.micro_batch
+                hr = hint.recompute or inst.model.recompute
+                hint = replace(hint, micro_batch=None, recompute=None) if (hb, hr) == (b, r) else None
+            share = replace(opts, time_limit_s=max(left / (len(choices) - i), 0.01), hint=hint)
+            runs.append((b, r, fn(inst.variant(b, r), share)))
+        return _combine(inst, opts, runs, time.perf_counter() - start)
+    return solve
+
+
+def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> SolverResult:
+    obj = inst.objective
+    best, best_key = None, None
+    for b, r, res in runs:
+        if res.plan is None or res.evaluation is None or not res.evaluation.acceptable:
+            continue
+        k = objmod.key(obj, *_metrics(res))
+        if objmod.better(obj, k, best_key):
+            best, best_key = (b, r, res), k
+    statuses = [str(res.status) for _, _, res in runs]
+    first = runs[0][2]
+    if all(s in ("optimal", "infeasible") for s in statuses) and len(runs) == len(inst.model.choices()):
+        status = "optimal" if best is not None else "infeasible"
+    elif best is None:
+        status = "unknown"
+    else:
+        status = "time_limit" if any(s in ("optimal", "time_limit", "feasible") for s in statuses) and \
+            str(best[2].status) in ("optimal", "time_limit", "feasible") else str(best[2].status)
+    # a bound holds for every plan only if every choice has one
+    bounds = [res.best_bound if res.best_bound is not None else (res.objective_value if str(res.status) == "optimal"
+                                                                else None)
+              for _, _, res in runs if str(res.status) != "infeasible"]
+    bound = None if not bounds or any(v is None for v in bounds) or len(runs) < len(inst.model.choices()) \
+        else min(bounds)
+    table = [{"micro_batch": b, "recompute": r, "status": str(res.status), "objective_value": res.objective_value,
+              "wall_s": round(res.wall_s, 3)} for b, r, res in runs]
+    if best is None:
+        return replace(first, status=status, plan=None, evaluation=None, objective_value=None, best_bound=None,
+                       wall_s=wall, settings=opts.settings(), stats={"choices": table}, pareto=[])
+    b, r, res = best
+    plan = tag(inst, res.plan, b, r)
+    front = []
+    for bb, rr, rs in runs:
+        front += [replace(p, plan=tag(inst, p.plan, bb, rr), evaluation=evaluate(inst, tag(inst, p.plan, bb, rr)))
+                  for p in rs.pareto if p.plan is not None]
+    if front:
+        keep = pareto_filter([(p.evaluation.time_s, p.evaluation.energy_j) for p in front])
+        front = [front[i] for i in keep]
+    stats: dict[str, Any] = dict(res.stats, choices=table)
+    return replace(res, status=status, plan=plan, evaluation=evaluate(inst, plan), best_bound=bound,
+                   wall_s=wall, settings=opts.settings(), stats=stats, pareto=front)
+
+
+def _metrics(res: SolverResult) -> tuple:
+    ev = res.evaluation
+    return ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g

@@ -1,0 +1,107 @@
+"""Micro-batch size and recomputation as decisions (formulations/model.md §11), by
+hand on the tiny instance (constants in tests/test_evaluator_hand.py) and across
+the solvers."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from geotrain_opt import Plan, evaluate
+from geotrain_opt.bounds import instance_bound
+from geotrain_opt.errors import InstanceError, PlanError
+from geotrain_opt.evaluator import BatchEvaluator
+from geotrain_opt.instance import instance_from_dict
+from geotrain_opt.solvers import SolveOptions, get, spec
+
+REL = 1e-12
+
+
+def choosing(tiny_dict, **objective):
+    d = copy.deepcopy(tiny_dict)
+    d["model"]["micro_batch_options"] = [1, 2]
+    d["model"]["recompute_options"] = ["none", "full"]
+    d["objective"] = {"kind": "time", **objective}
+    return instance_from_dict(d)
+
+
+def test_choices_and_the_plan_fields(tiny_dict):
+    inst = choosing(tiny_dict)
+    assert inst.model.choices() == [(1, "none"), (1, "full"), (2, "none"), (2, "full")]
+    plan = Plan.make([["e0"]], [0, 4], [2])
+    ev = evaluate(inst, plan)                                  # b = 1 (the model's): M = 4
+    assert not ev.feasible and "summing to M = 4" in ev.violations[0]
+    from dataclasses import replace
+    p2 = replace(plan, micro_batch=2)
+    assert json.loads(json.dumps(p2.to_dict()))["micro_batch"] == 2 and Plan.from_dict(p2.to_dict()) == p2
+    with pytest.raises(PlanError, match=r"micro_batch: 4 is not one of the model's choices \(1, 2\)"):
+        evaluate(inst, replace(plan, micro_batch=4, micro_batches=(1,)))
+
+
+def test_by_hand(tiny_dict):
+    from dataclasses import replace
+    inst = choosing(tiny_dict)
+    # b = 2: F = 2 * 1000 * (24e6 + 4e6) = 5.6e10, w = 3F; head 6 b s h V = 1.2e11; M = 2
+    ev = evaluate(inst, replace(Plan.make([["e0"]], [0, 4], [2]), micro_batch=2))
+    assert ev.time_s == pytest.approx(2 * (4 * 1.68e11 + 1.2e11) / 5e13, rel=REL)
+    # activations s b h (34 + 5 a s / h) = 1.68e8 per layer, logits 4 b s V = 8e7; 1 in flight
+    assert ev.memory_bytes["e0"] == pytest.approx(16 * 69_052_000 + 4 * 1.68e8 + 8e7, rel=REL)
+    # recompute full, b = 1: w = 4F = 1.12e11, head not recomputed; activations 2 s b h, logits once
+    ev = evaluate(inst, replace(Plan.make([["e0"]], [0, 4], [4]), recompute="full"))
+    assert ev.time_s == pytest.approx(4 * (4 * 1.12e11 + 6e10) / 5e13, rel=REL)
+    assert ev.memory_bytes["e0"] == pytest.approx(16 * 69_052_000 + 4 * 2e6 + 4e7, rel=REL)
+    b = BatchEvaluator(inst).evaluate_plans([replace(Plan.make([["e0"]], [0, 4], [4]), recompute="full")])[0]
+    assert b.time_s[0] == pytest.approx(ev.time_s, rel=REL)
+
+
+def test_bad_choices(tiny_dict):
+    for options, field, words in [([3], "model.micro_batch_options[0]", "does not divide global_batch 4"),
+                                  ([2, 2], "model.micro_batch_options[1]", "listed twice"),
+                                  (["x"], "model.micro_batch_options[0]", "positive integer")]:
+        d = copy.deepcopy(tiny_dict)
+        d["model"]["micro_batch_options"] = options
+        with pytest.raises(InstanceError) as e:
+            instance_from_dict(d)
+        assert e.value.field == field and words in str(e.value)
+    d = copy.deepcopy(tiny_dict)
+    d["model"]["recompute_options"] = ["selective"]
+    with pytest.raises(InstanceError, match=r"model.recompute_options\[0\]: must be one of none, full"):
+        instance_from_dict(d)
+
+
+def _best_by_hand(inst, name, opts):
+    """Each choice solved alone (no wrapper), the best kept: an independent oracle."""
+    fn = spec(name).load()
+    best = None
+    for b, r in inst.model.choices():
+        res = fn(inst.variant(b, r), opts)
+        if res.plan is not None and (best is None or res.objective_value < best):
+            best = res.objective_value
+    return best
+
+
+@pytest.mark.parametrize("objective", [dict(kind="time"), dict(kind="energy"), dict(kind="weighted")])
+def test_every_solver_takes_the_best_choice(tiny_dict, objective):
+    d = copy.deepcopy(tiny_dict)
+    for t in d["gpu_types"].values():
+        t["memory_gib"] = 0.7        # tight: the model's own (b = 2, no recomputation) fits nowhere
+    d["model"]["micro_batch"] = 2
+    d["model"]["micro_batch_options"] = [1, 2]
+    d["model"]["recompute_options"] = ["none", "full"]
+    d["objective"] = {"kind": "time", **objective}
+    inst = instance_from_dict(d)
+    oracle = _best_by_hand(inst, "bruteforce", SolveOptions(time_limit_s=60))
+    for name in ("bruteforce", "cpsat", "milp"):
+        res = get(name)(inst, SolveOptions(time_limit_s=60))
+        assert res.status == "optimal" and res.objective_value == pytest.approx(oracle, rel=1e-6), name
+        assert len(res.stats["choices"]) == 4
+        ev = evaluate(inst, res.plan)                     # the tagged plan re-evaluates on the instance
+        assert ev.acceptable and ev.time_s == pytest.approx(res.evaluation.time_s, rel=REL)
+    heur = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=0, extra={"generations": 15}))
+    assert heur.objective_value == pytest.approx(oracle, rel=1e-9)
+    bound, _ = instance_bound(inst)
+    assert bound <= oracle * (1 + 1e-9)                  # the certified bound holds over every choice
+    if objective["kind"] == "time":                      # b = 1 with recomputation: neither the model's b nor r
+        assert (res.plan.micro_batch, res.plan.recompute) == (1, "full")
+        assert [c["objective_value"] is None for c in res.stats["choices"]] == [True, False, True, False]
