@@ -211,9 +211,12 @@ def _print_result(inst: Instance, res) -> None:
         print("no plan found")
         return
     p = res.plan
-    print(f"plan: D={p.replicas} x P={p.stages}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}")
+    m = inst.model
+    extra = "" if p.micro_batch is None and p.recompute is None and not inst.has_choices else \
+        f", micro-batch size {p.micro_batch or m.micro_batch}, recompute {p.recompute or m.recompute}"
+    print(f"plan: D={p.replicas} x P={p.stages}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}{extra}")
     for k, row in enumerate(p.grid):
-        print(f"  replica {k}: {' -> '.join(row)}")
+        print(f"  replica {k}: {' -> '.join(g + (f' @{p.clock(g):g}' if p.clock(g) != 1.0 else '') for g in row)}")
     print(describe_evaluation(inst, res.evaluation))
 
 
