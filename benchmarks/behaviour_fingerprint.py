@@ -7,7 +7,6 @@ evaluations, proofs), to show a refactoring changes no result:
 Each run's status, plan, T, E, evaluation count, generations and Pareto front must be equal.
 Run from the repository root."""
 import json, sys
-import geotrain_opt as gt
 from geotrain_opt.instance import load_instance
 from geotrain_opt import solvers
 from geotrain_opt.solvers.base import SolveOptions

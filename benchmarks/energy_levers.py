@@ -114,7 +114,7 @@ def main() -> int:
             ev = r.evaluation
             vals[kind] = (ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g, len(r.plan.devices))
         rows_obj.append((path, vals))
-    lines = [f"# Planning levers: clocks, cost, carbon (`benchmarks/energy_levers.py`)", "",
+    lines = ["# Planning levers: clocks, cost, carbon (`benchmarks/energy_levers.py`)", "",
              f"`python benchmarks/energy_levers.py --time-limit {args.time_limit:g} --seeds {args.seeds}`, "
              f"{time.strftime('%Y-%m-%d')}; memetic (NSGA-II for fronts), median over seeds 0..{args.seeds - 1}. "
              "Clocks, prices and intensities are the ILLUSTRATIVE ones in the script's docstring, not measurements.", "",

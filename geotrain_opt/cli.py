@@ -10,7 +10,7 @@ from typing import Sequence
 from . import solvers
 from .calibrate import apply_calibration, calibrate, load_calibration, read_runs
 from .describe import describe_evaluation, describe_instance, table
-from .errors import GeoTrainError, InstanceError, SolverError
+from .errors import GeoTrainError, InstanceError
 from .evaluator import evaluate
 from .instance import OBJECTIVES, Instance, load_instance
 from .outputs import OutputError, check_writable

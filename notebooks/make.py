@@ -1,4 +1,4 @@
-"""Writes and executes the four teaching notebooks (from the repository root:
+"""Writes and executes the five teaching notebooks (from the repository root:
 ``python notebooks/make.py``), so that they are stored with their outputs and
 figures. Edit the cells here, not in the .ipynb files, so the notebooks stay
 reviewable. They use the public interface only (``import geotrain_opt as gt``)."""
@@ -263,8 +263,79 @@ print('every memetic point is dominated by or equal to an exact point')
 """,
 ])
 
+nb5 = nb([
+r"""md:
+# 5. Planning levers: clocks, micro-batch size, recomputation, price, carbon
+
+Besides the devices, the cuts, $D \times P$ and the split, a plan may choose a
+**clock** $f_g$ for each device (it computes at $f_g\sigma_g$ and draws
+$P^{busy}_g(f_g)$ while busy), the **micro-batch size** $b$ (so $M = B/b$) and
+**recomputation**, and be judged on **dollars** and **grams of CO2** besides time and energy:
+
+$$C = T\sum_{g\in S}\text{price}_g + \sum_{u\to v}\text{bytes}(u\to v)\,\text{egress}(r_u, r_v),\qquad
+Q = \sum_{g\in S} c_{r_g} E_g + \sum_{u\to v,\ r_u\ne r_v} e_{net}\,\text{bytes}(u\to v)\,\frac{c_{r_u}+c_{r_v}}{2}$$
+
+($E_g$: device $g$'s term of $E$). Both have the shape of $E$ — a rate per busy
+second, a rate per waiting second, a rate per byte — so every solver, and both
+exact models, handle them (`formulations/model.md` §9–§11, `formulations/exact.md` §3.8).
+The numbers below are the 4-GPU instance of notebook 1 with illustrative clocks,
+prices and intensities; everything is proven by brute force and checked by CP-SAT.
+""",
+SETUP + """
+import copy, yaml
+d = yaml.safe_load((ROOT / 'instances' / 'tiny-4gpu-2region.yaml').read_text())
+d['gpu_types']['fast'].update(clocks=[{'fraction': 0.75, 'busy_w': 190}, {'fraction': 0.5, 'busy_w': 120}],
+                              price_per_hour=3.6)
+d['gpu_types']['slow'].update(clocks=[{'fraction': 0.5, 'busy_w': 90}], price_per_hour=1.8)
+d['network']['inter_region'][0]['egress_usd_per_gb'] = 0.09
+d['energy']['carbon_g_per_kwh'] = {'east': 400, 'west': 120}
+d['model'].update(micro_batch_options=[1, 2], recompute_options=['none', 'full'])
+levers = gt.instance_from_dict(d)
+plain = gt.instance_from_dict(yaml.safe_load((ROOT / 'instances' / 'tiny-4gpu-2region.yaml').read_text()))
+""",
+"""md:
+## The time-energy front with and without the levers
+
+Brute force enumerates every plan, every clock of every slot and every $(b, r)$:
+each front is exact.
+""",
+"""
+fronts = {name: gt.pareto(inst, 'bruteforce', time_limit=120) for name, inst in (('full clock, b = 1', plain), ('with the levers', levers))}
+plt.figure(figsize=(6, 3.5))
+for name, res in fronts.items():
+    pts = sorted((r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto)
+    plt.step([p[0] for p in pts], [p[1] for p in pts], where='post', marker='o', label=f'{name}: {len(pts)} points')
+plt.xlabel('T (s)'); plt.ylabel('E (J)'); plt.legend()
+from geotrain_opt.indicators import hypervolume, reference_point
+pts = {name: [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto] for name, res in fronts.items()}
+ref = reference_point(*pts.values())        # one reference point for both, so the areas compare
+for name, p in pts.items():
+    print(f"{name}: hypervolume {hypervolume(p, ref):.4g} (reference {ref[0]:.3g} s, {ref[1]:.3g} J)")
+""",
+"""md:
+## One optimum per objective
+
+The fastest plan, the most frugal, the cheapest and the cleanest differ; CP-SAT
+proves the same values brute force finds.
+""",
+"""
+rows = []
+for kind in ('time', 'energy', 'cost', 'carbon'):
+    inst = levers.with_options(kind=kind)
+    best = gt.solve(inst, 'bruteforce', time_limit=120)
+    proof = gt.solve(inst, 'cpsat', time_limit=60)
+    assert proof.status == 'optimal' and abs(proof.objective_value - best.objective_value) <= 1e-6 * best.objective_value
+    ev, p = best.evaluation, best.plan
+    rows.append((kind, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g, p.grid, dict(p.clocks), p.micro_batch, p.recompute))
+print(f"{'objective':9} {'T (s)':>8} {'E (J)':>8} {'USD':>10} {'g CO2':>9}  plan")
+for kind, T, E, C, Q, grid, clocks, b, r in rows:
+    print(f"{kind:9} {T:8.4f} {E:8.3f} {C:10.3e} {Q:9.3e}  {grid} clocks {clocks} b {b or 1} recompute {r or 'none'}")
+""",
+])
+
 if __name__ == "__main__":
-    for name, n in (("01_problem", nb1), ("02_exact_formulations", nb2), ("03_memetic", nb3), ("04_pareto", nb4)):
+    for name, n in (("01_problem", nb1), ("02_exact_formulations", nb2), ("03_memetic", nb3), ("04_pareto", nb4),
+                    ("05_energy_levers", nb5)):
         NotebookClient(n, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
         nbf.write(n, HERE / f"{name}.ipynb")
         print("wrote", HERE / f"{name}.ipynb")

@@ -33,3 +33,15 @@ def variant(base: dict, **changes):
             node = node.setdefault(k, {})
         node[keys[-1]] = value
     return instance_from_dict(d)
+
+
+def reference_and_batch(inst, plan, *fields: str, rel: float = 1e-12):
+    """The reference evaluation of ``plan``, after checking the batched evaluator
+    gives the same value of each of ``fields`` (time_s, energy_j, cost_usd, ...)."""
+    from geotrain_opt import evaluate
+    from geotrain_opt.evaluator import BatchEvaluator
+    ev = evaluate(inst, plan)
+    b = BatchEvaluator(inst).evaluate_plans([plan])[0]
+    for f in fields:
+        assert getattr(b, f)[0] == pytest.approx(getattr(ev, f), rel=rel), f
+    return ev

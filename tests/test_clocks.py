@@ -15,6 +15,8 @@ from geotrain_opt.evaluator import BatchEvaluator
 from geotrain_opt.instance import instance_from_dict
 from geotrain_opt.solvers import SolveOptions, get
 
+from .conftest import reference_and_batch
+
 REL = 1e-12
 
 
@@ -26,11 +28,7 @@ def clocked(tiny_dict, **objective):
 
 
 def both(inst, plan):
-    ev = evaluate(inst, plan)
-    b = BatchEvaluator(inst).evaluate_plans([plan])[0]
-    assert b.time_s[0] == pytest.approx(ev.time_s, rel=REL)
-    assert b.energy_j[0] == pytest.approx(ev.energy_j, rel=REL)
-    return ev
+    return reference_and_batch(inst, plan, "time_s", "energy_j")
 
 
 def test_levels_fastest_first(tiny_dict):

@@ -11,8 +11,9 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
-def test_all_four_are_there():
-    assert [p.stem for p in NOTEBOOKS] == ["01_problem", "02_exact_formulations", "03_memetic", "04_pareto"]
+def test_all_five_are_there():
+    assert [p.stem for p in NOTEBOOKS] == ["01_problem", "02_exact_formulations", "03_memetic", "04_pareto",
+                                          "05_energy_levers"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from geotrain_opt import Plan, evaluate
-from geotrain_opt.errors import InstanceError, SolverError
+from geotrain_opt.errors import InstanceError
 from geotrain_opt.evaluator import BatchEvaluator
 from geotrain_opt.instance import instance_from_dict
 from geotrain_opt.solvers import SolveOptions, get
+
+from .conftest import reference_and_batch
 
 REL = 1e-12
 
@@ -37,11 +39,7 @@ def priced(tiny_dict, *, reverse_egress=None, **objective):
 
 
 def both(inst, plan):
-    ev = evaluate(inst, plan)
-    b = BatchEvaluator(inst).evaluate_plans([plan])[0]
-    assert b.cost_usd[0] == pytest.approx(ev.cost_usd, rel=REL)
-    assert b.carbon_g[0] == pytest.approx(ev.carbon_g, rel=REL)
-    return ev
+    return reference_and_batch(inst, plan, "cost_usd", "carbon_g")
 
 
 def test_pipeline_across_regions(tiny_dict):

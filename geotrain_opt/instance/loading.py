@@ -366,11 +366,16 @@ def _check_fits_somewhere(inst: Instance) -> None:
     """Reject instances that no plan can satisfy: the embedding or head stage alone
     (one layer, one micro-batch in flight) exceeds the largest usable memory, at
     every micro-batch size and recomputation a plan may choose (§11)."""
+    _at_some_choice(inst, _check_fits)
+
+
+def _at_some_choice(inst: Instance, check) -> None:
+    """Pass if ``check`` passes at one (micro_batch, recompute) choice; else its
+    error at the model's own choice."""
     errors = []
     for b, r in inst.model.choices():
         try:
-            _check_fits(inst.variant(b, r))
-            return
+            return check(inst.variant(b, r))
         except InstanceError as e:
             errors.append(e)
     raise errors[0]
@@ -395,14 +400,7 @@ def check_whole_model_fits(inst: Instance) -> None:
     use, at most min(n, L, max_devices) stages. Loading does not apply it: such an
     instance is well-formed, and the solvers prove it infeasible. Any choice of
     micro-batch size and recomputation (§11) that fits is enough."""
-    errors = []
-    for b, r in inst.model.choices():
-        try:
-            _check_whole(inst.variant(b, r))
-            return
-        except InstanceError as e:
-            errors.append(e)
-    raise errors[0]
+    _at_some_choice(inst, _check_whole)
 
 
 def _check_whole(inst: Instance) -> None:

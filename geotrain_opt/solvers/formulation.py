@@ -648,7 +648,7 @@ def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int
     return grid, cuts, mb
 
 
-def read_solution(inst: Instance, shape: Shape, value) -> "Plan":
+def read_solution(inst: Instance, shape: Shape, value) -> Any:
     """The solution as a plan, with the clock of every slot (§3.8)."""
     from ..plan import Plan
     grid, cuts, mb = read_plan(inst, shape, value)
