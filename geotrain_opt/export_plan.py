@@ -42,6 +42,8 @@ def rank_map(inst: Instance, plan: Plan) -> dict[str, Any]:
             r = k * P + j
             ranks.append({"rank": r, "device": gid, "type": d.type, "node": d.node, "region": d.region,
                           "local_rank": lr, "replica": k, "stage": j,
+                          # model.md §10: the clock to lock the GPU at (e.g. nvidia-smi -lgc), 1 = full
+                          "clock_fraction": plan.clock(gid),
                           "layers": [plan.cuts[j], plan.cuts[j + 1]],
                           "env": {"RANK": str(r), "WORLD_SIZE": str(D * P), "LOCAL_RANK": str(lr),
                                   "MASTER_ADDR": master, "GEOTRAIN_REPLICA": str(k), "GEOTRAIN_STAGE": str(j)}})
@@ -50,6 +52,7 @@ def rank_map(inst: Instance, plan: Plan) -> dict[str, Any]:
         "schema": EXPORT_SCHEMA, "plan_schema": PLAN_SCHEMA, "instance": inst.name,
         "world_size": D * P, "pipeline_stages": P, "data_parallel_replicas": D,
         "schedule": inst.options.schedule, "micro_batch_size": b, "global_batch": inst.model.global_batch,
+        "recompute": inst.model.recompute,
         "accumulation_steps": inst.options.accumulation_steps,
         "stages": [{"stage": j, "layers": [plan.cuts[j], plan.cuts[j + 1]]} for j in range(P)],
         "replicas": [{"replica": k, "micro_batches": m, "samples": m * b, "ranks": list(range(k * P, k * P + P))}

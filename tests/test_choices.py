@@ -105,3 +105,19 @@ def test_every_solver_takes_the_best_choice(tiny_dict, objective):
     if objective["kind"] == "time":                      # b = 1 with recomputation: neither the model's b nor r
         assert (res.plan.micro_batch, res.plan.recompute) == (1, "full")
         assert [c["objective_value"] is None for c in res.stats["choices"]] == [True, False, True, False]
+
+
+def test_exports_carry_the_plans_choices(tiny_dict):
+    from dataclasses import replace
+
+    from geotrain_opt.export_plan import export
+    d = copy.deepcopy(tiny_dict)
+    d["gpu_types"]["fast"]["clocks"] = [{"fraction": 0.75, "busy_w": 190}]
+    d["model"]["micro_batch_options"] = [1, 2]
+    d["model"]["recompute_options"] = ["none", "full"]
+    inst = instance_from_dict(d)
+    plan = replace(Plan.make([["e0", "w0"]], [0, 2, 4], [2], {"e0": 0.75}), micro_batch=2, recompute="full")
+    out = json.loads(export(inst, plan, "torch-pipelining"))
+    assert (out["micro_batch_size"], out["recompute"]) == (2, "full")
+    assert [r["clock_fraction"] for r in out["ranks"]] == [0.75, 1.0]
+    assert out["replicas"][0]["samples"] == 4                # 2 micro-batches of 2 = the global batch
