@@ -51,12 +51,15 @@ def solve(inst: Instance | str | Path, solver: str = "memetic", *, time_limit: f
 
 
 def pareto(inst: Instance | str | Path, solver: str = "cpsat", *, points: int = 50, time_limit: float = 60.0,
-           seed: int = 0, workers: int = 2, **options: Any) -> SolverResult:
-    """Time-energy front: exact ε-constraint walk (cpsat, milp, bruteforce) or NSGA-II (memetic);
-    the points are ``result.pareto``, each a full result."""
+           seed: int = 0, workers: int = 2, objectives: tuple[str, str] = ("time", "energy"),
+           **options: Any) -> SolverResult:
+    """Pareto front of two of time, energy, cost, carbon (default time-energy): exact
+    ε-constraint walk (cpsat, milp, bruteforce) or NSGA-II (memetic); the points are
+    ``result.pareto``, each a full result."""
     from .fronts import pareto_front
     inst = _instance(inst)
-    return pareto_front(inst, solver, _options(solver, time_limit, seed, workers, None, False, options), points)
+    return pareto_front(inst, solver, _options(solver, time_limit, seed, workers, None, False, options), points,
+                        tuple(objectives))
 
 
 def verify(instances: Iterable[Instance | str | Path] | Instance | str | Path,

@@ -276,7 +276,8 @@ def cmd_pareto(args: argparse.Namespace) -> int:
             raise GeoTrainError(f"--reference: cannot read a pareto result from {args.reference}: {e}") from None
         if not ref_front:
             raise GeoTrainError(f"--reference: {args.reference} holds no front")
-    res = pareto_front(inst, args.solver, _options(args, inst), points=args.points)
+    objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
+    res = pareto_front(inst, args.solver, _options(args, inst), points=args.points, objectives=objectives)
     if ref_front and res.pareto:
         from .indicators import summary
         res.stats.update(summary(front_points(res), ref_front))
@@ -284,13 +285,17 @@ def cmd_pareto(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0 if res.pareto else 1
-    rows = [[str(i), f"{r.evaluation.time_s:.6g}", f"{r.evaluation.energy_j:.6g}", r.status,
-             f"{r.plan.replicas}x{r.plan.stages}", str(len(r.plan.devices))] for i, r in enumerate(res.pareto)]
+    head = {"time": "T (s)", "energy": "E (J)", "cost": "C (USD)", "carbon": "Q (g CO2)"}
+    a, b = objectives
+    pts = front_points(res)
+    rows = [[str(i), f"{x:.6g}", f"{y:.6g}", r.status, f"{r.plan.replicas}x{r.plan.stages}", str(len(r.plan.devices))]
+            for i, ((x, y), r) in enumerate(zip(pts, res.pareto))]
     print(f"{args.solver}: {len(rows)} non-dominated plans ({res.status}), {res.wall_s:.2f} s")
-    print(table(rows, ["#", "T (s)", "E (J)", "status", "DxP", "devices"]))
+    print(table(rows, ["#", head[a], head[b], "status", "DxP", "devices"]))
     st = res.stats
     if "hypervolume" in st:
-        line = f"hypervolume {st['hypervolume']:.6g} (reference point T {st['hypervolume_ref_t']:.6g} s, E {st['hypervolume_ref_e']:.6g} J)"
+        line = (f"hypervolume {st['hypervolume']:.6g} (reference point {head[a]} {st['hypervolume_ref_t']:.6g}, "
+                f"{head[b]} {st['hypervolume_ref_e']:.6g})")
         if "igd_plus" in st:
             line += (f"; against --reference: its hypervolume {st['reference_hypervolume']:.6g}, "
                      f"IGD+ {st['igd_plus']:.6g}, ε {st['epsilon']:.6g}")
@@ -596,6 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(exit 3 if it does not agree)")
         else:
             p.add_argument("--points", type=_number(2, 10_000, integer=True), default=12, help="ε-sweep points (default 12)")
+            p.add_argument("--objectives", default="time,energy", metavar="A,B",
+                           help="the front's two metrics among time, energy, cost, carbon (default time,energy)")
             p.add_argument("--reference", metavar="RESULT",
                            help="a pareto result JSON (e.g. the exact front): report IGD+ and ε against it")
         p.set_defaults(fn=fn)

@@ -1,9 +1,9 @@
-"""Exact time-energy Pareto fronts by ε-constraint sweeps.
+"""Pareto fronts of any two metrics (time, energy, cost, carbon) by ε-constraint sweeps.
 
-Walk from the fastest plan towards the most frugal one: each step minimises T
-(ties broken by E) subject to E strictly below the previous point's energy, so
-every point is proven optimal for its ε, and the walk, run to the end, visits
-every non-dominated (T, E) value of the instance.
+Walk from the best plan in the first metric towards the best in the second: each
+step minimises the first subject to the second strictly below the previous
+point's, so every point is proven optimal for its ε, and the walk, run to the
+end, visits every non-dominated value pair of the instance. (T, E) by default.
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from dataclasses import replace
 from . import solvers
 from .errors import SolverError
 from .instance import Instance
-from .objective import pareto_filter
+from .errors import InstanceError
+from .objective import DEFAULT_FRONT, LIMIT, METRIC, pareto_filter
 from .result import SolverResult
 from .solvers.base import SolveOptions
 
@@ -21,10 +22,14 @@ from .solvers.base import SolveOptions
 STEP = 1e-5
 
 
-def pareto_front(inst: Instance, solver: str, opts: SolveOptions, points: int = 50) -> SolverResult:
-    """The front of ``solver``; ``stats`` gets its hypervolume (moocore) under the
-    reference point 1.1 x its nadir."""
-    res = _front(inst, solver, opts, points)
+def pareto_front(inst: Instance, solver: str, opts: SolveOptions, points: int = 50,
+                 objectives: tuple[str, str] = DEFAULT_FRONT) -> SolverResult:
+    """The front of ``solver`` over two metrics of ``objectives`` (time, energy, cost,
+    carbon); ``stats`` gets its hypervolume (moocore) under the reference point 1.1 x
+    its nadir, and ``front``, the two metrics."""
+    objectives = check_objectives(inst, objectives)
+    res = _front(inst, solver, opts, points, objectives)
+    res.stats["front"] = list(objectives)
     pts = front_points(res)
     if pts:
         from .indicators import summary
@@ -32,11 +37,28 @@ def pareto_front(inst: Instance, solver: str, opts: SolveOptions, points: int = 
     return res
 
 
+def check_objectives(inst: Instance, objectives) -> tuple[str, str]:
+    """Two different metrics the instance can measure (one-line errors otherwise)."""
+    objectives = tuple(objectives)
+    if len(objectives) != 2 or objectives[0] == objectives[1] or any(m not in METRIC for m in objectives):
+        raise SolverError(f"pareto: objectives must be two different of {', '.join(METRIC)}, got {list(objectives)}")
+    for m in objectives:
+        if (m == "cost" and not inst.priced) or (m == "carbon" and not inst.carbon_priced):
+            raise InstanceError("objective.kind", f"a front over {m} needs the instance to price it "
+                                                  "(formulations/model.md §9)")
+    return objectives  # type: ignore[return-value]
+
+
 def front_points(res: SolverResult) -> list[tuple[float, float]]:
-    return [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto if r.evaluation is not None]
+    """The front's value pairs, in its metrics (``stats["front"]``; T and E by default)."""
+    a, b = (METRIC[m] for m in res.stats.get("front", DEFAULT_FRONT))
+    return [(getattr(r.evaluation, a), getattr(r.evaluation, b)) for r in res.pareto if r.evaluation is not None]
 
 
-def _front(inst: Instance, solver: str, opts: SolveOptions, points: int) -> SolverResult:
+def _front(inst: Instance, solver: str, opts: SolveOptions, points: int,
+           objectives: tuple[str, str] = DEFAULT_FRONT) -> SolverResult:
+    first, second = objectives
+    a, b = METRIC[first], METRIC[second]
     start = time.perf_counter()
     solvers.check_options(solver, opts.extra)
     mode = solvers.spec(solver).pareto
@@ -45,14 +67,17 @@ def _front(inst: Instance, solver: str, opts: SolveOptions, points: int) -> Solv
                           f"(use {', '.join(solvers.names(pareto=True))})")
     if mode == "native":
         # the solver returns its own front; the run is on a copy of the caller's options
-        res = solvers.get(solver)(inst.with_options(kind="time"), replace(opts, extra=dict(opts.extra, pareto=True)))
+        extra = dict(opts.extra, pareto=True)
+        if objectives != DEFAULT_FRONT:
+            extra["front"] = list(objectives)
+        res = solvers.get(solver)(inst.with_options(kind=first), replace(opts, extra=extra))
         res.objective = "pareto"
         res.pareto = res.pareto[:points] if points else res.pareto
         return res
     solve = solvers.get(solver)
     front: list[SolverResult] = []
     status = "optimal"
-    cap = inst.objective.max_energy_j
+    cap = getattr(inst.objective, LIMIT[second])
     total = opts.time_limit_s
     while len(front) < points:
         left = total - (time.perf_counter() - start)
@@ -60,7 +85,7 @@ def _front(inst: Instance, solver: str, opts: SolveOptions, points: int) -> Solv
             status = "time_limit"
             break
         sub = SolveOptions(time_limit_s=left, seed=opts.seed, workers=opts.workers, extra=dict(opts.extra))
-        res = solve(inst.with_options(kind="time", max_energy_j=cap), sub)
+        res = solve(inst.with_options(kind=first, **{LIMIT[second]: cap}), sub)
         if res.plan is None:
             if res.status != "infeasible":
                 status = "time_limit"
@@ -68,10 +93,10 @@ def _front(inst: Instance, solver: str, opts: SolveOptions, points: int) -> Solv
         if res.status != "optimal":
             status = "time_limit"
         front.append(res)
-        cap = res.evaluation.energy_j * (1 - STEP)
+        cap = getattr(res.evaluation, b) * (1 - STEP)
     else:
         status = "partial"   # stopped at the requested number of points
-    keep = pareto_filter([(r.evaluation.time_s, r.evaluation.energy_j) for r in front])
+    keep = pareto_filter([(getattr(r.evaluation, a), getattr(r.evaluation, b)) for r in front])
     out = SolverResult(solver=solver, status=status, plan=front[0].plan if front else None,
                        evaluation=front[0].evaluation if front else None, objective="pareto",
                        seed=opts.seed, wall_s=time.perf_counter() - start, settings=opts.settings(),

@@ -5,6 +5,12 @@ import numpy as np
 
 from .instance import Objective
 
+# The metrics a front may pair (formulations/model.md §4, §9): the evaluation's
+# attribute of each, and the ε-limit that caps it.
+METRIC = {"time": "time_s", "energy": "energy_j", "cost": "cost_usd", "carbon": "carbon_g"}
+LIMIT = {"time": "max_time_s", "energy": "max_energy_j", "cost": "max_cost_usd", "carbon": "max_carbon_g"}
+DEFAULT_FRONT = ("time", "energy")
+
 # Lexicographic tie-breaks compare primary values within this relative tolerance,
 # so that float noise between two methods does not decide a tie.
 TIE_RTOL = 1e-9

@@ -202,3 +202,28 @@ def test_exact_priced_on_a_generated_instance():
         assert a.status == b.status == "optimal"
         assert a.objective_value == pytest.approx(b.objective_value, rel=1e-6)
         assert h.objective_value >= a.objective_value * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("objectives", [("cost", "carbon"), ("time", "cost"), ("carbon", "energy")])
+def test_fronts_over_any_two_metrics(tiny_dict, objectives):
+    """Exact ε-walks (both engines) equal brute force's own front; NSGA-II's points are
+    dominated by or equal to it."""
+    from geotrain_opt.fronts import front_points, pareto_front
+    d = copy.deepcopy(tiny_dict)
+    d["gpu_types"]["fast"].update(price_per_hour=3.6, clocks=[{"fraction": 0.5, "busy_w": 120}])
+    d["gpu_types"]["slow"]["price_per_hour"] = 1.8
+    d["network"]["inter_region"][0]["egress_usd_per_gb"] = 0.09
+    d["energy"]["carbon_g_per_kwh"] = {"east": 400, "west": 120}
+    inst = instance_from_dict(d)
+    ref = front_points(pareto_front(inst, "bruteforce", SolveOptions(time_limit_s=120), 0, objectives))
+    assert len(ref) >= 2
+    for engine in ("cpsat", "milp"):
+        got = front_points(pareto_front(inst, engine, SolveOptions(time_limit_s=120), 50, objectives))
+        assert len(got) == len(ref)
+        for (a, b), (x, y) in zip(sorted(got), sorted(ref)):
+            assert a == pytest.approx(x, rel=1e-6) and b == pytest.approx(y, rel=1e-6)
+    heur = pareto_front(inst, "memetic", SolveOptions(time_limit_s=30, seed=0, extra={"generations": 20}), 0,
+                        objectives)
+    assert heur.stats["front"] == list(objectives)
+    for a, b in front_points(heur):
+        assert any(x <= a * (1 + 1e-9) and y <= b * (1 + 1e-9) for x, y in ref)

@@ -85,7 +85,8 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     best_plan: Plan | None = None
     status = "optimal"
     front: list[tuple[float, float, Plan]] = []
-    want_front = BruteforceOptions.parse("bruteforce", opts.extra).pareto
+    bo = BruteforceOptions.parse("bruteforce", opts.extra)
+    want_front, metrics = bo.pareto, [objmod.METRIC[m] for m in bo.front]
     for D, P in feasible_shapes(inst):
         for grid, cuts, mb, clk in enumerate_shape(inst, D, P):
             if deadline.expired:
@@ -95,7 +96,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             ok = np.flatnonzero(res.acceptable)
             if ok.size == 0:
                 continue
-            T, E = res.time_s[ok], res.energy_j[ok]
+            T, E = (getattr(res, m)[ok] for m in metrics)      # the front's pair (T and E by default)
             if want_front:
                 for i in objmod.pareto_filter(list(zip(T.tolist(), E.tolist()))):
                     r = ok[i]

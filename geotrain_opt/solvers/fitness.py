@@ -21,16 +21,19 @@ PENALTY = 1e12   # added to the primary objective of plans that break memory or 
 class Fitness:
     """Batched evaluation of genomes into lexicographic keys (counts evaluations)."""
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: Instance, front: tuple[str, str] = objmod.DEFAULT_FRONT) -> None:
         self.inst = inst
         self.ev = BatchEvaluator(inst)
         self.obj = inst.objective
         self.evaluations = 0
+        # the two metrics a genome's ``te`` holds (a Pareto run's pair; T and E by default)
+        self.front = tuple(objmod.METRIC[m] for m in front)
 
     def keys_of(self, D: int, P: int, grids: np.ndarray, cuts: np.ndarray, mb: np.ndarray,
                 clk: np.ndarray | None = None):
         """(primary, secondary, T, E, feasible) arrays for plans of one shape; ``clk``:
-        each slot's clock level (§10), None for full clocks."""
+        each slot's clock level (§10), None for full clocks. (T and E are the front's
+        two metrics where the Fitness was made for another pair.)"""
         res = self.ev(grids, cuts, mb, clk)
         self.evaluations += len(grids)
         T, E = res.time_s, res.energy_j
@@ -50,6 +53,8 @@ class Fitness:
                 lim = lim + np.maximum(res.carbon_g / self.obj.max_carbon_g - 1.0, 0.0)
             bad = ~ok
             p = np.where(bad, PENALTY * (1.0 + over + lim) + p, p)
+        if self.front != ("time_s", "energy_j"):
+            T, E = (getattr(res, m) for m in self.front)
         return p, s, T, E, ok
 
     def __call__(self, genomes: list[Genome]) -> None:

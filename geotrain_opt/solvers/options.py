@@ -174,9 +174,22 @@ class MilpOptions(ExactOptions):
                                       "cbc, or any engine PuLP finds installed (GUROBI, SCIP_CMD, CPLEX_CMD, ...)", metavar="NAME")
 
 
+FRONT_METRICS = ("time", "energy", "cost", "carbon")
+
+
+def _check_front(solver: str, front: tuple[str, ...]) -> None:
+    if len(front) != 2 or front[0] == front[1]:
+        raise SolverError(f"{solver}: option 'front' must be two different metrics, got {list(front)!r}")
+
+
 @dataclass(frozen=True)
 class BruteforceOptions(Options):
-    pareto: bool = option(False, "return the time-energy front of every plan", cli=False)
+    pareto: bool = option(False, "return the Pareto front of every plan", cli=False)
+    front: tuple[str, ...] = option(("time", "energy"), "the two metrics of the front", choices=FRONT_METRICS,
+                                    cli=False)
+
+    def _check(self, solver: str) -> None:
+        _check_front(solver, self.front)
 
 
 @dataclass(frozen=True)
@@ -218,9 +231,12 @@ class MemeticOptions(Options):
     seed_solvers: tuple[str, ...] = option((), "also seed with these solvers' plans (e.g. dtfm,greedy), "
                                                "each on a tenth of the time limit", metavar="NAME,...")
     max_evaluations: int | None = option(None, "an evaluation budget, for comparisons at equal effort", lo=1)
-    pareto: bool = option(False, "NSGA-II: return a time-energy front", cli=False)
+    pareto: bool = option(False, "NSGA-II: return a Pareto front", cli=False)
+    front: tuple[str, ...] = option(("time", "energy"), "the two metrics of the front", choices=FRONT_METRICS,
+                                    cli=False)
 
     def _check(self, solver: str) -> None:
+        _check_front(solver, self.front)
         from .registry import names
         known = names()
         for name in self.seed_solvers:

@@ -276,7 +276,7 @@ class MemeticRun:
     def __init__(self, inst: Instance, opts: SolveOptions, name: str = "memetic") -> None:
         self.inst, self.opts, self.name = inst, opts, name
         o = self.options = MemeticOptions.parse(name, opts.extra)
-        self.fit = Fitness(inst)
+        self.fit = Fitness(inst, o.front)
         self.stop = Termination(opts.time_limit_s, o.max_evaluations, lambda: self.fit.evaluations, o.generations)
         self.rng = np.random.default_rng(opts.seed)
         self.rnd = random.Random(opts.seed)
