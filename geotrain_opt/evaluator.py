@@ -127,10 +127,14 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
         act.append(float(a.act_prefix[hi] - a.act_prefix[lo]))
 
     # §10: a device at clock f computes at f * speed and draws that clock's busy power
-    level = {g: dict(inst.devices[g].levels) for row in g_idx for g in row}
-    f_of = [[plan.clock(plan.grid[k][j]) for j in range(P)] for k in range(D)]
-    p_busy = [[level[g_idx[k][j]][f_of[k][j]] * inst.pue_region.get(inst.devices[g_idx[k][j]].region, 1.0)
-               for j in range(P)] for k in range(D)]
+    if plan.clocks:
+        level = {g: dict(inst.devices[g].levels) for row in g_idx for g in row}
+        f_of = [[plan.clock(plan.grid[k][j]) for j in range(P)] for k in range(D)]
+        p_busy = [[level[g_idx[k][j]][f_of[k][j]] * inst.pue_region.get(inst.devices[g_idx[k][j]].region, 1.0)
+                   for j in range(P)] for k in range(D)]
+    else:
+        f_of = [[1.0] * P for _ in range(D)]
+        p_busy = [[a.p_busy[g_idx[k][j]] for j in range(P)] for k in range(D)]
     t = [[W[j] / (f_of[k][j] * a.speed[g_idx[k][j]]) for j in range(P)] for k in range(D)]
     kappa = inst.options.exposed_comm
     steps = inst.options.accumulation_steps
@@ -189,11 +193,11 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     # region) and grams of CO2 (each device's energy at its region's intensity, the
     # network's at the mean of its two regions); bytes per direction as for X above
     sent = []                                  # (u, v, bytes) per directed transfer
-    for k in range(D):
+    for k in range(D if inst.priced or inst.carbon_priced else 0):
         for j in range(P - 1):
             u, v = g_idx[k][j], g_idx[k][j + 1]
             sent += [(u, v, mk[k] * A), (v, u, mk[k] * A)]
-    if D > 1:
+    if D > 1 and (inst.priced or inst.carbon_priced):
         for j in range(P):
             for k in range(D):
                 sent.append((g_idx[k][j], g_idx[(k + 1) % D][j], 2.0 * (D - 1) / D * a.grad_bytes * N[j]))

@@ -226,15 +226,18 @@ class Instance:
     @property
     def has_choices(self) -> bool:
         """True when plans choose the micro-batch size or recomputation (§11)."""
-        return len(self.model.choices()) > 1
+        return bool(self.model.micro_batch_options or self.model.recompute_options) and len(self.model.choices()) > 1
 
     @property
     def priced(self) -> bool:
         """True when the instance prices GPU hours or egress (cost is then reported)."""
-        return any(d.price_per_hour > 0 for d in self.devices) or (
-            self.egress_usd_per_byte is not None and bool((self.egress_usd_per_byte > 0).any()))
+        got = self._cache.get("priced")
+        if got is None:     # asked by every evaluation: once per instance
+            got = self._cache["priced"] = any(d.price_per_hour > 0 for d in self.devices) or (
+                self.egress_usd_per_byte is not None and bool((self.egress_usd_per_byte > 0).any()))
+        return got
 
     @property
     def carbon_priced(self) -> bool:
         """True when some region has a carbon intensity (carbon is then reported)."""
-        return any(v > 0 for v in self.carbon_region.values())
+        return any(v > 0 for v in self.carbon_region.values())     # one entry per region: cheap
