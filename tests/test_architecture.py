@@ -4,13 +4,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
+import yaml
 
 from geotrain_opt import solvers
 from geotrain_opt.cli import build_parser, main
 from geotrain_opt.construct import smallest_feasible_plan
 from geotrain_opt.errors import SolverError
 from geotrain_opt.fronts import pareto_front
-from geotrain_opt.instance import load_instance
+from geotrain_opt.instance import instance_from_dict, load_instance
 from geotrain_opt.report import summarize
 from geotrain_opt.solvers import registry
 from geotrain_opt.solvers.base import Deadline, SolveOptions, finish
@@ -192,3 +193,21 @@ def test_api_takes_typed_options():
     assert typed.plan == kw.plan and typed.settings["extra"] == {"generations": 4, "population": 10}
     with pytest.raises(SolverError, match="cpsat: unknown option 'generations'"):
         gt.solve(TINY, "cpsat", options=MemeticOptions(generations=4))
+
+
+def test_memetic_history_names_the_pair_it_records():
+    from geotrain_opt.solvers.memetic import MemeticRun
+    d = yaml.safe_load(TINY.read_text())
+    d["gpu_types"]["fast"]["price_per_hour"] = 3.6
+    d["energy"]["carbon_g_per_kwh"] = {"east": 400, "west": 120}
+    inst = instance_from_dict(d).with_options(kind="cost")
+    run = MemeticRun(inst, SolveOptions(time_limit_s=30, seed=0,
+                                        extra={"generations": 3, "pareto": True, "front": ["cost", "carbon"]}))
+    run.setup()
+    while run.step():
+        pass
+    res = run.result()
+    run.close()
+    assert run.log.header == ("gen", "t", "C", "Q", "evals")
+    best = min(res.pareto, key=lambda r: r.evaluation.cost_usd)
+    assert min(row[2] for row in res.stats["history"]) == pytest.approx(best.evaluation.cost_usd, rel=1e-12)

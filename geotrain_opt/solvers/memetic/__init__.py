@@ -296,7 +296,10 @@ class MemeticRun:
         self.front = tools.ParetoFront(similar=lambda a, b: True)   # NSGA-II mode: every non-dominated plan seen
         # DEAP's Logbook: one record per generation (or per migration epoch of a pool)
         self.log = tools.Logbook()
-        self.log.header = ("gen", "t", "T", "E", "evals")
+        # the incumbent's two metrics: T and E, or a Pareto run's pair (e.g. cost, carbon)
+        names = {"time": "T", "energy": "E", "cost": "C", "carbon": "Q"}
+        self._pair = tuple(names[m] for m in o.front)
+        self.log.header = ("gen", "t", *self._pair, "evals")
         self.generation = 0
         self.pool: _IslandPool | None = None
         self.bar = None
@@ -425,11 +428,11 @@ class MemeticRun:
             if o.pareto:
                 for isl in self.islands:
                     self.front.update([g for g in isl.pop if g.feasible])
-            self.log.record(gen=self.generation, t=round(stop.deadline.elapsed, 3), T=best.te[0], E=best.te[1],
+            self.log.record(gen=self.generation, t=round(stop.deadline.elapsed, 3), **dict(zip(self._pair, best.te)),
                             evals=self.fit.evaluations)
             if self.bar is not None:
                 # postfix first: the refresh that update() makes shows this generation's incumbent
-                self.bar.set_postfix(T=f"{best.te[0]:.4g}", E=f"{best.te[1]:.4g}", feasible=best.feasible,
+                self.bar.set_postfix(**{k: f"{v:.4g}" for k, v in zip(self._pair, best.te)}, feasible=best.feasible,
                                      refresh=False)
                 self.bar.update(steps)
         return not stop.interrupted
