@@ -34,6 +34,23 @@ def _nic_lines(inst: Instance) -> list[str]:
     return ["NICs: " + "; ".join(parts)]
 
 
+def _lever_lines(inst: Instance) -> list[str]:
+    """The decisions beyond the grid a plan may take (model.md §10, §11)."""
+    out = []
+    clocks = {}
+    for d in inst.devices:
+        if d.clocks:
+            clocks.setdefault(d.type, d.levels)
+    if clocks:
+        out.append("clocks: " + "; ".join(f"{t} " + ", ".join(f"{f:g} ({p:g} W)" for f, p in lv)
+                                          for t, lv in sorted(clocks.items())))
+    if inst.has_choices:
+        m = inst.model
+        out.append(f"choices: micro-batch size {', '.join(map(str, sorted({b for b, _ in m.choices()})))}; "
+                   f"recompute {', '.join(sorted({r for _, r in m.choices()}))} ({len(m.choices())} combinations)")
+    return out
+
+
 def describe_instance(inst: Instance) -> str:
     m = inst.model
     a = inst.arrays
@@ -46,7 +63,7 @@ def describe_instance(inst: Instance) -> str:
            f"memory headroom {inst.options.memory_headroom:g}, exposed comm (kappa) {inst.options.exposed_comm:g}, "
            f"accumulation steps {inst.options.accumulation_steps}, objective {inst.objective.kind}"]
     nics = _nic_lines(inst)
-    out += nics + [""]
+    out += nics + _lever_lines(inst) + [""]
     groups = Counter((d.region, d.type) for d in inst.devices)
     rows = []
     priced, carbon = inst.priced, inst.carbon_priced
@@ -125,6 +142,8 @@ def describe_dict(inst: Instance) -> dict:
                    for (r, t), c in sorted(groups.items())],
         "price_usd_per_hour": {d.id: d.price_per_hour for d in inst.devices} if inst.priced else None,
         "carbon_g_per_kwh": dict(inst.carbon_region) if inst.carbon_priced else None,
+        "clocks": {d.type: [list(lv) for lv in d.levels] for d in inst.devices if d.clocks} or None,
+        "choices": [{"micro_batch": b, "recompute": r} for b, r in inst.model.choices()] if inst.has_choices else None,
         "model_state_bytes": float(a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)),
         "usable_memory_bytes": float(a.mem_cap.sum()),
         "smallest_plan": plan.to_dict() if plan is not None else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,14 @@ def test_exports_carry_the_plans_choices(tiny_dict):
     assert (out["micro_batch_size"], out["recompute"]) == (2, "full")
     assert [r["clock_fraction"] for r in out["ranks"]] == [0.75, 1.0]
     assert out["replicas"][0]["samples"] == 4                # 2 micro-batches of 2 = the global batch
+
+
+def test_describe_shows_the_levers():
+    from geotrain_opt.describe import describe_dict, describe_instance
+    from geotrain_opt.instance import load_instance
+    inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "demo-8gpu-levers.yaml")
+    text = describe_instance(inst)
+    assert "choices: micro-batch size 2, 4, 8; recompute full, none (6 combinations)" in text
+    assert "A100-SXM4-40GB 1 (400 W), 0.9 (314.6 W)" in text and "USD/h" in text and "g CO2/kWh" in text
+    d = describe_dict(inst)
+    assert len(d["choices"]) == 6 and d["clocks"]["T4"][-1] == [0.6, 30.8]
