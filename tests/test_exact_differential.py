@@ -18,7 +18,7 @@ import pytest
 from geotrain_opt import evaluate, instance_from_dict, load_instance
 from geotrain_opt.construct import smallest_feasible_plan
 from geotrain_opt.generate import generate
-from geotrain_opt.objective import primary
+from geotrain_opt.objective import LIMIT, METRIC, of
 from geotrain_opt.solvers import SolveOptions, get
 from geotrain_opt.construct import plan_count
 
@@ -52,12 +52,18 @@ def custom(n: int, rng: np.random.Generator) -> dict:
             "energy": {"net_j_per_byte": float(rng.choice([0.0, 1e-8]))}}
 
 
-def draw(seed: int, max_gpus: int = 12):
+def draw(seed: int, max_gpus: int = 12, levers: bool = False):
+    """Instance ``seed`` of the campaign; with ``levers`` also clocks, prices, carbon,
+    micro-batch and recomputation choices and the cost/carbon objectives and limits
+    (model.md §9–§11), drawn from a stream of their own so that the draws without
+    levers stay the campaign's."""
     rng = np.random.default_rng(1000 + seed)
     fam = FAMILIES[seed % len(FAMILIES)]
     lo, hi = RANGE[fam]
     n = int(rng.integers(lo, min(hi, max_gpus) + 1))
     d = custom(n, rng) if fam == "custom" else generate(fam, n, seed)
+    if levers:
+        return _with_levers(d, fam, seed)
     opts = d.setdefault("options", {})
     opts["exposed_comm"] = float(rng.choice([0.0, 0.25, 0.5, 1.0]))
     opts["accumulation_steps"] = int(rng.choice([1, 1, 2, 4]))
@@ -82,13 +88,53 @@ def draw(seed: int, max_gpus: int = 12):
     return inst, fam
 
 
+def _with_levers(d: dict, fam: str, seed: int):
+    from geotrain_opt.catalog import GPU_CATALOG
+    rng = np.random.default_rng(7000 + seed)
+    types = d.setdefault("gpu_types", {})
+    used = sorted({dev["type"] for dev in d["devices"]})
+    for t in used:
+        spec = types.setdefault(t, {})
+        base = GPU_CATALOG.get(t)
+        busy, wait = spec.get("busy_w", base.busy_w if base else 0), spec.get("wait_w", base.wait_w if base else 0)
+        spec["price_per_hour"] = round(float(rng.uniform(0.3, 5.0)), 2)
+        if rng.random() < 0.5:
+            k = float(rng.uniform(1.5, 3.0))
+            spec["clocks"] = [{"fraction": f, "busy_w": round(wait + (busy - wait) * f ** k, 2)}
+                              for f in sorted(rng.choice([0.9, 0.7, 0.5], int(rng.integers(1, 3)), replace=False))]
+    for e in d["network"].get("inter_region", []):
+        e["egress_usd_per_gb"] = round(float(rng.uniform(0.0, 0.1)), 3)
+    regions = sorted({dev["region"] for dev in d["devices"]})
+    d.setdefault("energy", {})["carbon_g_per_kwh"] = {r: float(rng.integers(30, 700)) for r in regions}
+    d["energy"].setdefault("net_j_per_byte", 1e-8)
+    m = d["model"]
+    B = m["global_batch"]
+    if rng.random() < 0.5:
+        m["micro_batch_options"] = [b for b in (1, 2, 4) if B % b == 0 and B // b >= 1][: int(rng.integers(1, 4))]
+    if rng.random() < 0.5:
+        m["recompute_options"] = ["none", "full"]
+    d["objective"] = {"kind": str(rng.choice(["time", "energy", "weighted", "cost", "carbon"]))}
+    try:
+        inst = instance_from_dict(d)
+    except Exception:
+        return None
+    if rng.random() < 0.4:      # an ε-limit on one of the four metrics near a simple plan's value
+        plan = smallest_feasible_plan(inst)
+        if plan is not None:
+            ev = evaluate(inst, plan)
+            metric = str(rng.choice(["time", "energy", "cost", "carbon"]))
+            d["objective"][LIMIT[metric]] = float(getattr(ev, METRIC[metric]) * rng.uniform(0.6, 1.2))
+            inst = instance_from_dict(d)
+    return inst, fam
+
+
 def value(inst, res):
     if res.plan is None:
         return None
     ev = evaluate(inst, res.plan)
     assert ev.acceptable, f"{res.solver}: reported plan is not acceptable: {ev.violations + ev.limit_violations}"
     assert res.evaluation.time_s == pytest.approx(ev.time_s, rel=1e-9)
-    return float(primary(inst.objective, ev.time_s, ev.energy_j))
+    return float(of(inst.objective, ev)[0])
 
 
 def differential(inst, limit: float = 120.0) -> None:
@@ -140,6 +186,25 @@ def test_differential_sample(seed):
 @pytest.mark.parametrize("seed", range(10, 310))
 def test_differential_campaign(seed):
     drawn = draw(seed)
+    if drawn is None:
+        pytest.skip("draw fits nowhere")
+    differential(drawn[0])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_differential_sample_with_levers(seed):
+    """Clocks, prices, carbon, micro-batch and recomputation choices, cost/carbon
+    objectives and limits: both engines agree, with brute force where it can enumerate."""
+    drawn = draw(seed, max_gpus=5, levers=True)
+    if drawn is None:
+        pytest.skip("draw fits nowhere")
+    differential(drawn[0], limit=60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10, 110))
+def test_differential_campaign_with_levers(seed):
+    drawn = draw(seed, max_gpus=8, levers=True)
     if drawn is None:
         pytest.skip("draw fits nowhere")
     differential(drawn[0])
