@@ -133,3 +133,21 @@ def test_describe_shows_the_levers():
     assert "A100-SXM4-40GB 1 (400 W), 0.9 (314.6 W)" in text and "USD/h" in text and "g CO2/kWh" in text
     d = describe_dict(inst)
     assert len(d["choices"]) == 6 and d["clocks"]["T4"][-1] == [0.6, 30.8]
+
+
+def test_ctrl_c_keeps_the_choices_solved_so_far(tiny_dict, monkeypatch):
+    """Interrupted during the third choice, the result is the best of the first two."""
+    from geotrain_opt.solvers import choices
+    inst = choosing(tiny_dict)
+    real = spec("bruteforce").load()
+    calls = []
+
+    def flaky(v, opts):
+        calls.append((v.model.micro_batch, v.model.recompute))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(v, opts)
+
+    res = choices.over_choices(flaky)(inst, SolveOptions(time_limit_s=60))
+    assert len(calls) == 3 and len(res.stats["choices"]) == 2
+    assert res.status == "time_limit" and res.plan is not None and evaluate(inst, res.plan).acceptable

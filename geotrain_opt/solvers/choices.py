@@ -50,7 +50,14 @@ def over_choices(fn: SolverFn) -> SolverFn:
                 hr = hint.recompute or inst.model.recompute
                 hint = replace(hint, micro_batch=None, recompute=None) if (hb, hr) == (b, r) else None
             share = replace(opts, time_limit_s=max(left / (len(choices) - i), 0.01), hint=hint)
-            runs.append((b, r, fn(inst.variant(b, r), share)))
+            try:
+                runs.append((b, r, fn(inst.variant(b, r), share)))
+            except KeyboardInterrupt:
+                if not runs:
+                    raise
+                break           # Ctrl-C: the best of the choices solved so far
+            if runs[-1][2].stats.get("interrupted"):
+                break           # the solver caught Ctrl-C itself and returned its best
         return _combine(inst, opts, runs, time.perf_counter() - start)
     return solve
 
