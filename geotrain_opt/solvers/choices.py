@@ -73,19 +73,21 @@ def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> Sol
             best, best_key = (b, r, res), k
     statuses = [str(res.status) for _, _, res in runs]
     first = runs[0][2]
-    if all(s in ("optimal", "infeasible") for s in statuses) and len(runs) == len(inst.model.choices()):
-        status = "optimal" if best is not None else "infeasible"
-    elif best is None:
-        status = "unknown"
+    complete = len(runs) == len(inst.model.choices())
+    proved = complete and all(s in ("optimal", "infeasible") for s in statuses)
+    if best is None:
+        status = "infeasible" if proved else "unknown"
+    elif proved:
+        status = "optimal"
+    elif str(best[2].status) in ("optimal", "time_limit", "feasible"):
+        status = "time_limit"           # an exact solver that did not prove every choice
     else:
-        status = "time_limit" if any(s in ("optimal", "time_limit", "feasible") for s in statuses) and \
-            str(best[2].status) in ("optimal", "time_limit", "feasible") else str(best[2].status)
+        status = str(best[2].status)    # a heuristic's or a baseline's own
     # a bound holds for every plan only if every choice has one
     bounds = [res.best_bound if res.best_bound is not None else (res.objective_value if str(res.status) == "optimal"
                                                                 else None)
               for _, _, res in runs if str(res.status) != "infeasible"]
-    bound = None if not bounds or any(v is None for v in bounds) or len(runs) < len(inst.model.choices()) \
-        else min(bounds)
+    bound = None if not complete or not bounds or any(v is None for v in bounds) else min(bounds)
     table = [{"micro_batch": b, "recompute": r, "status": str(res.status), "objective_value": res.objective_value,
               "wall_s": round(res.wall_s, 3)} for b, r, res in runs]
     if best is None:
