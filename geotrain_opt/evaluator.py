@@ -193,11 +193,12 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     # region) and grams of CO2 (each device's energy at its region's intensity, the
     # network's at the mean of its two regions); bytes per direction as for X above
     sent = []                                  # (u, v, bytes) per directed transfer
-    for k in range(D if inst.priced or inst.carbon_priced else 0):
+    listed = inst.priced or inst.carbon_priced
+    for k in range(D if listed else 0):
         for j in range(P - 1):
             u, v = g_idx[k][j], g_idx[k][j + 1]
             sent += [(u, v, mk[k] * A), (v, u, mk[k] * A)]
-    if D > 1 and (inst.priced or inst.carbon_priced):
+    if D > 1 and listed:
         for j in range(P):
             for k in range(D):
                 sent.append((g_idx[k][j], g_idx[(k + 1) % D][j], 2.0 * (D - 1) / D * a.grad_bytes * N[j]))

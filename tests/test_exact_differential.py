@@ -174,37 +174,32 @@ def test_campaign_regression_seed_31():
     assert cp.status == "optimal" and cp.objective_value == pytest.approx(1.2796619251927197, rel=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_differential_sample(seed):
-    drawn = draw(seed, max_gpus=6)
+def _drawn_differential(seed: int, max_gpus: int, levers: bool = False, limit: float = 120.0) -> None:
+    drawn = draw(seed, max_gpus=max_gpus, levers=levers)
     if drawn is None:
         pytest.skip("draw fits nowhere")
-    differential(drawn[0], limit=60)
+    differential(drawn[0], limit=limit)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_differential_sample(seed):
+    _drawn_differential(seed, 6, limit=60)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10, 310))
 def test_differential_campaign(seed):
-    drawn = draw(seed)
-    if drawn is None:
-        pytest.skip("draw fits nowhere")
-    differential(drawn[0])
+    _drawn_differential(seed, 12)
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_differential_sample_with_levers(seed):
     """Clocks, prices, carbon, micro-batch and recomputation choices, cost/carbon
     objectives and limits: both engines agree, with brute force where it can enumerate."""
-    drawn = draw(seed, max_gpus=5, levers=True)
-    if drawn is None:
-        pytest.skip("draw fits nowhere")
-    differential(drawn[0], limit=60)
+    _drawn_differential(seed, 5, levers=True, limit=60)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10, 110))
 def test_differential_campaign_with_levers(seed):
-    drawn = draw(seed, max_gpus=8, levers=True)
-    if drawn is None:
-        pytest.skip("draw fits nowhere")
-    differential(drawn[0])
+    _drawn_differential(seed, 8, levers=True)

@@ -68,7 +68,7 @@ def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> Sol
     for b, r, res in runs:
         if res.plan is None or res.evaluation is None or not res.evaluation.acceptable:
             continue
-        k = objmod.key(obj, *_metrics(res))
+        k = tuple(float(v) for v in objmod.of(obj, res.evaluation))
         if objmod.better(obj, k, best_key):
             best, best_key = (b, r, res), k
     statuses = [str(res.status) for _, _, res in runs]
@@ -106,7 +106,3 @@ def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> Sol
     return replace(res, status=status, plan=plan, evaluation=evaluate(inst, plan), best_bound=bound,
                    wall_s=wall, settings=opts.settings(), stats=stats, pareto=front)
 
-
-def _metrics(res: SolverResult) -> tuple:
-    ev = res.evaluation
-    return ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g

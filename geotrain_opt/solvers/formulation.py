@@ -217,10 +217,12 @@ class _Model:
             self.tick()
             be.le([(1.0, x[u, k, j]) for k in K for j in J], cap[u], 1.0)
         if len(self.classes) < len(self.unit_members):      # §3.8: a class's clocks share its devices
-            for ci, c in enumerate(self.classes):
-                mine = [u for u in U if self.unit_class[u] == ci]
+            of_class: dict[int, list[int]] = {}
+            for u in U:
+                of_class.setdefault(self.unit_class[u], []).append(u)
+            for ci, mine in of_class.items():
                 if len(mine) > 1:
-                    be.le([(1.0, x[u, k, j]) for u in mine for k in K for j in J], len(c), 1.0)
+                    be.le([(1.0, x[u, k, j]) for u in mine for k in K for j in J], len(self.classes[ci]), 1.0)
 
     def symmetry(self) -> None:
         """Symmetry breaking (formulations/exact.md §3.6)."""
@@ -237,7 +239,9 @@ class _Model:
         # with the rotation rule this keeps one plan of every equivalence class
         # (formulations/exact.md §3.6). The class model has no such symmetry left.
         if self.spec.symmetry and not classes:
-            of_dev = {g: [u for u in U if self.unit_members[u][0] == g] for g in range(self.inst.n)}
+            of_dev: dict[int, list[int]] = {g: [] for g in range(self.inst.n)}     # a device's units (§3.8)
+            for u in U:
+                of_dev[self.unit_members[u][0]].append(u)
             rank = {g: [(float(k * P + j + 1), x[u, k, j]) for u in of_dev[g] for k in K for j in J]
                     for g in range(self.inst.n)}
             used: dict[int, Any] = {}
