@@ -128,6 +128,8 @@ def instance_schema() -> dict[str, Any]:
                             "carbon_g_per_kwh": {"type": "object",
                                                  "additionalProperties": _num("carbon_g_per_kwh", nonneg=True),
                                                  "description": "grams of CO2 per kWh by region (carbon, §9)"}}),
+            "carbon_g_per_kwh": {"type": "object", "additionalProperties": _num("carbon_g_per_kwh", nonneg=True),
+                                 "description": "grams of CO2 per kWh by region (or under energy)"},
             "options": _obj({"memory_headroom": _num(positive=True, maximum=1),
                              "schedule": {"enum": list(SCHEDULES)}, "batch_split": {"enum": list(BATCH_SPLITS)},
                              "max_devices": _int("max_devices"), "exposed_comm": _num(nonneg=True, maximum=1),

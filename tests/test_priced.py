@@ -227,3 +227,17 @@ def test_fronts_over_any_two_metrics(tiny_dict, objectives):
     assert heur.stats["front"] == list(objectives)
     for a, b in front_points(heur):
         assert any(x <= a * (1 + 1e-9) and y <= b * (1 + 1e-9) for x, y in ref)
+
+
+def test_intensities_at_the_top_level_read_the_same(tiny_dict):
+    d = copy.deepcopy(tiny_dict)
+    d["carbon_g_per_kwh"] = {"east": 360, "west": 720}
+    top = instance_from_dict(d)
+    assert top.carbon_region == priced(tiny_dict).carbon_region
+    d["energy"]["carbon_g_per_kwh"] = {"east": 1}
+    with pytest.raises(InstanceError, match="carbon_g_per_kwh: given twice"):
+        instance_from_dict(d)
+    d = copy.deepcopy(tiny_dict)
+    d["carbon_g_per_kwh"] = {"mars": 5}
+    with pytest.raises(InstanceError, match=r"carbon_g_per_kwh.mars: unknown region"):
+        instance_from_dict(d)

@@ -32,7 +32,7 @@ LIMITS: dict[str, float] = {
 
 
 _TOP = {"name", "description", "source", "model", "gpu_types", "devices", "network", "energy",
-        "options", "objective"}
+        "options", "objective", "carbon_g_per_kwh"}
 _MODEL = {"preset", "layers", "hidden", "heads", "seq_len", "vocab", "ffn_hidden", "global_batch",
           "micro_batch", "precision_bytes", "recompute", "state_bytes", "grad_bytes", "layer_overrides",
           "micro_batch_options", "recompute_options"}

@@ -125,7 +125,14 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
     for r, v in pue.items():
         if v < 1.0:
             raise InstanceError(f"energy.pue.{r}", f"PUE must be >= 1, got {v}")
-    carbon = _by_region(energy, "carbon_g_per_kwh", known_regions, nonneg=True)
+    # intensities by region: under energy (beside pue) or as a top-level table of their
+    # own (formulations/model.md §9); one place only
+    if top.has("carbon_g_per_kwh"):
+        if energy.has("carbon_g_per_kwh"):
+            raise InstanceError("carbon_g_per_kwh", "given twice (also as energy.carbon_g_per_kwh): keep one")
+        carbon = _by_region(_Reader(data, ""), "carbon_g_per_kwh", known_regions, nonneg=True)
+    else:
+        carbon = _by_region(energy, "carbon_g_per_kwh", known_regions, nonneg=True)
     inst = Instance(name=str(top.get("name", default_name)), model=model, devices=devices,
                     alpha=alpha, beta=beta, net_j_per_byte=net_j, pue_region=pue,
                     options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon)
