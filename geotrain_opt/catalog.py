@@ -41,6 +41,29 @@ def _g(name, peak, eff, mem, busy, wait, source):
     return GpuType(name, peak, eff, mem, busy, wait, source)
 
 
+# Default lower clocks (``clocks: default``, formulations/model.md §10): the listed
+# speed times these fractions. Not measured per GPU: board power at clock f is
+# modelled as P_wait + (P_busy - P_wait) * f**3, i.e. the part above the
+# blocked-in-NCCL floor is CMOS dynamic power C V^2 f with the voltage scaling with
+# the clock across the DVFS range (the textbook relation; Afzal et al.,
+# arXiv 2607.00819, measure this nonlinear rise on A40/A100/H100/H200 and find that
+# lowering the clock beats power capping), and the floor is the catalog's measured
+# or estimated ``wait_w`` (ml-energy/kareus for A40/A100). Fractions stop at 0.7: the
+# lowest application clocks of data-centre parts sit near half the boost clock
+# (A100: 765 MHz base, 1,410 MHz boost), and below the voltage floor power falls
+# only linearly, so the cube would overstate the saving there.
+DEFAULT_CLOCK_FRACTIONS = (0.85, 0.7)
+DEFAULT_CLOCK_EXPONENT = 3.0
+DEFAULT_CLOCK_SOURCE = ("modelled: P(f) = wait_w + (busy_w - wait_w) f^3 at f = 0.85, 0.7 "
+                        "(dynamic power ~ V^2 f, V ~ f; Afzal et al. arXiv 2607.00819); replace with a profile")
+
+
+def default_clocks(busy_w: float, wait_w: float) -> tuple[tuple[float, float], ...]:
+    """The default lower clocks of a GPU with these powers: (fraction, busy W), fastest first."""
+    return tuple((f, round(wait_w + (busy_w - wait_w) * f ** DEFAULT_CLOCK_EXPONENT, 1))
+                 for f in DEFAULT_CLOCK_FRACTIONS)
+
+
 GPU_CATALOG: dict[str, GpuType] = {g.name: g for g in [
     _g("V100-SXM2-32GB", 125.0, 0.40, 32, 300, 53,
        "125 TF: NVIDIA CUDA 9 tensor-core blog; 300 W; 53 W at P0 idle with memory held (GLM-130B #32)"),

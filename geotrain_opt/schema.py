@@ -63,9 +63,10 @@ def instance_schema() -> dict[str, Any]:
         "busy_w": _num("busy_w", positive=True, doc="board power while computing, W"),
         "wait_w": _num("wait_w", nonneg=True, doc="board power while waiting, W (<= busy_w)"),
         "price_per_hour": _num("price_per_hour", nonneg=True, doc="USD per GPU-hour (cost, §9); default 0"),
-        "clocks": {"type": "array", "description": "lower clocks (model.md §10)", "items": _obj(
-            {"fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-             "busy_w": _num("busy_w", positive=True)}, ("fraction",))},
+        "clocks": {"description": "lower clocks (model.md §10), or 'default' for the catalog's modelled table",
+                   "anyOf": [{"type": "array", "items": _obj(
+                       {"fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                        "busy_w": _num("busy_w", positive=True)}, ("fraction",))}, {"const": "default"}]},
     }
     link = {"latency_ms": _num("latency_ms", nonneg=True), "bandwidth_gbps": _num("bandwidth_gbps", positive=True)}
     link_obj = _obj(link, ("latency_ms", "bandwidth_gbps"))

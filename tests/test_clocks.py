@@ -78,6 +78,7 @@ def test_plan_files_carry_clocks(tiny_dict, tmp_path):
      "listed twice"),
     ([{"fraction": 1.0, "busy_w": 250}], "gpu_types.fast.clocks[0].busy_w", "clock 1 is the type's own"),
     ({"fraction": 0.5}, "gpu_types.fast.clocks", "expected a list"),
+    ("defaults", "gpu_types.fast.clocks", "or 'default'"),
     ([{"fraction": 0.5, "watts": 150}], "gpu_types.fast.clocks[0].watts", "unknown field"),
 ])
 def test_bad_clocks(tiny_dict, clocks, field, words):
@@ -86,6 +87,19 @@ def test_bad_clocks(tiny_dict, clocks, field, words):
     with pytest.raises(InstanceError) as e:
         instance_from_dict(d)
     assert e.value.field == field and words in str(e.value)
+
+
+def test_default_clock_table(tiny_dict):
+    """``clocks: default``: P(f) = wait + (busy - wait) f^3 at 0.85 and 0.7, at the type's
+    (or device's) own powers: fast 300/100 W -> 100 + 200 * 0.614125 and 100 + 200 * 0.343;
+    a catalog A100 (400/85 W) at 0.7 -> 85 + 315 * 0.343 = 193.045."""
+    d = copy.deepcopy(tiny_dict)
+    d["gpu_types"]["fast"]["clocks"] = "default"
+    d["devices"][3]["type"] = "A100-SXM4-40GB"
+    d["devices"][3]["clocks"] = "default"
+    inst = instance_from_dict(d)
+    assert inst.devices[0].levels == ((1.0, 300.0), (0.85, 222.8), (0.7, 168.6))
+    assert inst.devices[3].levels == ((1.0, 400.0), (0.85, 278.4), (0.7, 193.0))
 
 
 def test_batched_clocks_equal_reference_on_random_plans(tiny_dict):

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import units
-from ..catalog import GPU_CATALOG, MODEL_PRESETS, GpuType
+from ..catalog import GPU_CATALOG, MODEL_PRESETS, GpuType, default_clocks
 from ..errors import InstanceError
 from .network import _read_network, read_egress
 from .records import Device, Instance, Model, Objective, Options
@@ -255,8 +255,11 @@ def _read_clocks(r: _Reader, spec: GpuType) -> tuple[tuple[float, float], ...]:
     is the type's own (peak, busy_w): listing it is allowed only with that power."""
     raw = r.get("clocks")
     path = r.sub("clocks")
+    if raw == "default":
+        # the catalog's modelled table (catalog.default_clocks), at this type's own powers
+        return default_clocks(spec.busy_w, spec.wait_w)
     if not isinstance(raw, list):
-        raise InstanceError(path, "expected a list of {fraction, busy_w}")
+        raise InstanceError(path, "expected a list of {fraction, busy_w} or 'default'")
     out: dict[float, float] = {}
     for i, e in enumerate(raw):
         er = _Reader(e, f"{path}[{i}]")
