@@ -13,12 +13,12 @@ from .registry import SolverSpec, get, names, register, spec
 
 _S = "geotrain_opt.solvers."
 register("bruteforce", _S + "bruteforce", kind="exact", pareto="native", options=BruteforceOptions)
-register("cpsat", _S + "cpsat", kind="exact", pareto="epsilon", certify=True, options=CpsatOptions)
-register("milp", _S + "milp", kind="exact", pareto="epsilon", certify=True, options=MilpOptions)
-register("memetic", _S + "memetic", kind="heuristic", pareto="native", options=MemeticOptions)
+register("cpsat", _S + "cpsat", kind="exact", pareto="epsilon", certify=True, options=CpsatOptions, choices=True)
+register("milp", _S + "milp", kind="exact", pareto="epsilon", certify=True, options=MilpOptions, choices=True)
+register("memetic", _S + "memetic", kind="heuristic", pareto="native", options=MemeticOptions, choices=True)
 register("random-search", _S + "random_search", kind="baseline", options=SearchOptions)
 register("simulated-annealing", _S + "annealing", kind="baseline", options=AnnealingOptions)
-register("plain-ga", _S + "plain_ga", kind="baseline", options=MemeticOptions)
+register("plain-ga", _S + "plain_ga", kind="baseline", options=MemeticOptions, choices=True)
 register("megatron-uniform", _S + "baselines:megatron_uniform", kind="baseline", options=NoOptions)
 register("proportional", _S + "baselines:proportional", kind="baseline", options=NoOptions)
 register("greedy", _S + "baselines:greedy", kind="baseline", options=NoOptions)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..plan import Plan
 from ..result import SolverResult
 from . import formulation
 from .base import Deadline, Incumbent, SolveOptions, finish
+from .choices import tag
 
 # The CP-SAT model counts time in units of T_ref * 2^-RES_BITS (likewise energy):
 # with activities below 2^40 this balances the resolution of a time (2^-20) against
@@ -117,18 +119,52 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     from . import spec      # the engine's own options class (CpsatOptions, MilpOptions): checked here
     options = spec(name).options.parse(name, opts.extra)
+    if inst.has_choices and options.choice_search == "separate":
+        # one whole solve per (micro_batch, recompute) on a share of the time (to compare)
+        from .choices import over_choices
+        return over_choices(lambda v, o: solve_exact(name, v, o, run))(inst, opts)
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
-    shapes = feasible_shapes(inst)
+    # The micro-batch size and recomputation (§11) are enumerated with the shapes: a
+    # "shape" is (c, D, P) for choice c of the model (0 only, its own, where it offers
+    # none), each a model of the instance at that choice, and one incumbent's cutoff
+    # prunes the shapes of every choice (formulations/exact.md §4).
+    chosen = inst.model.choices() if inst.has_choices else [(inst.model.micro_batch, inst.model.recompute)]
+    at = [inst.variant(b, r) if inst.has_choices else inst for b, r in chosen]
+
+    def tagged(c: int, plan: Plan | None) -> Plan | None:
+        return tag(inst, plan, *chosen[c]) if inst.has_choices else plan
+
+    def own(c: int, plan: Plan | None) -> Plan | None:
+        """``plan`` as a plan of choice c's instance (a hint), if it is at that choice."""
+        if plan is None or not inst.has_choices:
+            return plan
+        m = inst.model
+        if (plan.micro_batch or m.micro_batch, plan.recompute or m.recompute) != chosen[c]:
+            return None
+        return replace(plan, micro_batch=None, recompute=None)
+
+    def where(c: int) -> dict:
+        return {"micro_batch": chosen[c][0], "recompute": chosen[c][1]} if inst.has_choices else {}
+
+    shapes = [(c, D, P) for c, v in enumerate(at) for D, P in feasible_shapes(v)]
     # shapes whose bound already rules out every plan (memory, an ε-limit) need no model
-    sbound = shape_bounds(inst, shapes)
-    floor = lower_bound(inst)
-    log = [{"D": D, "P": P, "status": "closed", "by": b.by, "bound": None, "seconds": 0.0}
-           for (D, P), b in sbound.items() if b.value == float("inf")]
+    sbound = {}
+    for c, v in enumerate(at):
+        sbound.update({(c, *sh): b for sh, b in shape_bounds(v, [sh[1:] for sh in shapes if sh[0] == c]).items()})
+    floors = [lower_bound(v) for v in at]
+    log = [{**where(c), "D": D, "P": P, "status": "closed", "by": b.by, "bound": None, "seconds": 0.0}
+           for (c, D, P), b in sbound.items() if b.value == float("inf")]
     n_shapes = len(shapes)
     shapes = [s for s in shapes if sbound[s].value < float("inf")]
-    shape_guess, seeds = _constructive(inst, shapes, deadline)
-    start_plans = [p for p in (opts.hint, smallest_feasible_plan(inst)) if p is not None]
+    shape_guess: dict[tuple[int, int, int], float] = {}
+    seeds: list[tuple[float, Plan]] = []
+    for c, v in enumerate(at):
+        guess, built = _constructive(v, [sh[1:] for sh in shapes if sh[0] == c], deadline)
+        shape_guess.update({(c, *sh): g for sh, g in guess.items()})
+        seeds += [(val, tagged(c, p)) for val, p in built]
+    smallest = next((tagged(c, p) for c, v in enumerate(at) if (p := smallest_feasible_plan(v)) is not None), None)
+    start_plans = [p for p in (opts.hint, smallest) if p is not None]
     start_plans += [p for _, p in sorted(seeds, key=lambda vp: vp[0])[:1]]
     for p in start_plans:
         ev = evaluate(inst, p)
@@ -139,63 +175,66 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     units = reference_units(ref, classes=model == "classes")
     obj = inst.objective
     # promising shapes first: their optima become cutoffs that prune the rest
-    shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[0] * s[1]))
-    open_shapes: dict[tuple[int, int], float] = {}
-    shape_values: dict[tuple[int, int], float] = {}
+    shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[1] * s[2], s[0]))
+    open_shapes: dict[tuple[int, int, int], float] = {}
+    shape_values: dict[tuple[int, int, int], float] = {}
 
-    def shape_floor(D: int, P: int) -> float:
-        return max(sbound[D, P].value, floor)
+    def shape_floor(sh: tuple[int, int, int]) -> float:
+        return max(sbound[sh].value, floors[sh[0]])
 
-    def attempt(D: int, P: int, seconds: float) -> None:
+    def attempt(sh: tuple[int, int, int], seconds: float) -> None:
+        c, D, P = sh
         cutoff = inc.key[0] * (1 + 1e-9) if inc.key else None
-        if cutoff is not None and sbound[D, P].value > cutoff:
+        if cutoff is not None and sbound[sh].value > cutoff:
             # its bound is above the best plan: no model needed (formulations/exact.md §8)
-            log.append({"D": D, "P": P, "status": "closed", "by": sbound[D, P].by,
-                        "bound": sbound[D, P].value, "seconds": 0.0})
-            open_shapes.pop((D, P), None)
+            log.append({**where(c), "D": D, "P": P, "status": "closed", "by": sbound[sh].by,
+                        "bound": sbound[sh].value, "seconds": 0.0})
+            open_shapes.pop(sh, None)
             return
         t0 = time.perf_counter()
-        out = _run_bounded(run, inst, D, P, units.but(cutoff=cutoff), seconds, opts, inc.plan)
-        log.append({"D": D, "P": P, "status": out.status, "seconds": round(time.perf_counter() - t0, 3),
-                    "budget_s": round(seconds, 2), "bound": sbound[D, P].value})
+        out = _run_bounded(run, at[c], D, P, units.but(cutoff=cutoff), seconds, opts, own(c, inc.plan))
+        log.append({**where(c), "D": D, "P": P, "status": out.status, "seconds": round(time.perf_counter() - t0, 3),
+                    "budget_s": round(seconds, 2), "bound": sbound[sh].value})
         if opts.progress:      # one line per shape on stderr: long proofs show where they are
             best = f"{inc.key[0]:.6g}" if inc.key else "-"
             what = "no better plan" if out.status == "infeasible" and cutoff is not None else out.status
-            print(f"{name}: shape {D}x{P}: {what} ({len(log)} solved, {deadline.elapsed:.1f} s, best {best})",
+            at_c = f" at b={chosen[c][0]}, {chosen[c][1]}" if inst.has_choices else ""
+            print(f"{name}: shape {D}x{P}{at_c}: {what} ({len(log)} solved, {deadline.elapsed:.1f} s, best {best})",
                   file=sys.stderr, flush=True)
         if out.plan is not None:
-            ev = evaluate(inst, out.plan)
+            plan = tagged(c, out.plan)
+            ev = evaluate(inst, plan)
             if ev.acceptable:
-                inc.offer(out.plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
-                shape_values[(D, P)] = float(objmod.of(obj, ev)[0])
+                inc.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
+                shape_values[sh] = float(objmod.of(obj, ev)[0])
         if out.status in ("feasible", "unknown"):
             # the model's bound, but never below the shape's own bound (bounds.py)
-            open_shapes[(D, P)] = max(out.bound, shape_floor(D, P)) if out.bound is not None else shape_floor(D, P)
+            open_shapes[sh] = max(out.bound, shape_floor(sh)) if out.bound is not None else shape_floor(sh)
         else:
-            open_shapes.pop((D, P), None)
+            open_shapes.pop(sh, None)
 
     # pass 1: every shape gets a fair slice, so one hard shape cannot starve the others
-    for i, (D, P) in enumerate(shapes):
+    for i, sh in enumerate(shapes):
         if deadline.expired:
-            open_shapes[(D, P)] = shape_floor(D, P)
+            open_shapes[sh] = shape_floor(sh)
             continue
         slice_s = max(1.0, 2.0 * deadline.remaining / (len(shapes) - i))
-        attempt(D, P, min(slice_s, deadline.remaining))
+        attempt(sh, min(slice_s, deadline.remaining))
     # pass 2: the remaining time for the shapes still open, best bound first. Shapes
     # the incumbent has overtaken close by their bound at once, so they are dropped
     # before the time is shared out (else their share went unused); a shape that
     # returns early leaves its time to a further round.
     for _round in range(3):
         for sh in [sh for sh in open_shapes if inc.key and sbound[sh].value > inc.key[0] * (1 + 1e-9)]:
-            attempt(*sh, 0.0)
+            attempt(sh, 0.0)
         todo = sorted(open_shapes, key=open_shapes.get)
         if not todo or deadline.expired:
             break
-        for i, (D, P) in enumerate(todo):
+        for i, sh in enumerate(todo):
             if deadline.expired:
                 break
-            if (D, P) in open_shapes:
-                attempt(D, P, max(1.0, deadline.remaining / (len(todo) - i)))
+            if sh in open_shapes:
+                attempt(sh, max(1.0, deadline.remaining / (len(todo) - i)))
     status = "time_limit" if open_shapes else "optimal"
     # tie-break (time: least E among fastest plans; energy: least T among cheapest).
     # It refines a proven optimum, so it gets at most half the time the proof took
@@ -205,7 +244,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
         tie_kind = "energy" if obj.kind == "time" else "time"
         tie_end = deadline.elapsed + max(2.0, 0.5 * deadline.elapsed)
         tie_break = "done"
-        for (D, P), v in shape_values.items():
+        for (c, D, P), v in shape_values.items():
             if v > inc.key[0] * (1 + 1e-6):
                 continue
             budget = min(deadline.remaining, tie_end - deadline.elapsed)
@@ -213,7 +252,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
                 tie_break = "time limit"
                 break
             # the cap must admit the optimal plan despite the integer model's over-estimate
-            tie_inst = inst
+            tie_inst = at[c]
             if obj.kind == "time":
                 cap = units.but(objective=tie_kind, time_cap=inc.key[0] * (1 + 1e-9))
             elif obj.kind == "energy":
@@ -221,16 +260,17 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
             else:       # dollars or grams capped at the optimum as the instance's own limit
                 cap = units.but(objective=tie_kind)
                 limit = "max_cost_usd" if obj.kind == "cost" else "max_carbon_g"
-                tie_inst = inst.with_options(**{limit: min(inc.key[0] * (1 + 1e-6),
-                                                           getattr(obj, limit) or float("inf"))})
+                tie_inst = tie_inst.with_options(**{limit: min(inc.key[0] * (1 + 1e-6),
+                                                               getattr(obj, limit) or float("inf"))})
             # no hint: a hint the capped model rejects slows CP-SAT down by orders of magnitude
             out = _run_bounded(run, tie_inst, D, P, cap, budget, opts, None)
             if out.status not in ("optimal", "infeasible"):
                 tie_break = "time limit"
             if out.plan is not None:
-                ev = evaluate(inst, out.plan)
+                plan = tagged(c, out.plan)
+                ev = evaluate(inst, plan)
                 if ev.acceptable:
-                    inc.offer(out.plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
+                    inc.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
     if inc.plan is None:
         status = "infeasible" if status == "optimal" else "unknown"
     value = inc.key[0] if inc.key else None
@@ -238,9 +278,15 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
         bound = value
     else:
         bound = min(list(open_shapes.values()) + ([value] if value is not None else []), default=None)
-    return finish(name, inst, opts, inc.plan, status, deadline, best_bound=bound,
-                  stats={"shapes": n_shapes, "shape_log": log, "tie_break": tie_break, "model": model,
-                         "units": len(formulation.device_classes(inst)) if model == "classes" else inst.n})
+    stats = {"shapes": n_shapes, "shape_log": log, "tie_break": tie_break, "model": model,
+             "units": len(formulation.device_classes(inst)) if model == "classes" else inst.n}
+    if inst.has_choices:
+        # per choice: the best plan a model found there (None: it fits nowhere, or the
+        # cutoff closed every shape of it) and whether shapes of it were left open
+        stats["choices"] = [
+            {**where(c), "objective_value": min((v for sh, v in shape_values.items() if sh[0] == c), default=None),
+             "open": sum(1 for sh in open_shapes if sh[0] == c)} for c in range(len(chosen))]
+    return finish(name, inst, opts, inc.plan, status, deadline, best_bound=bound, stats=stats)
 
 
 def run_model(make_backend: Callable[[], Any], inst: Instance, D: int, P: int,

@@ -24,17 +24,21 @@ class Fitness:
     def __init__(self, inst: Instance, front: tuple[str, str] = objmod.DEFAULT_FRONT) -> None:
         self.inst = inst
         self.ev = BatchEvaluator(inst)
+        # one evaluator per (micro_batch, recompute) choice a genome may take (§11; ch 0 is the model's own)
+        self.evs = [self.ev] if not inst.has_choices else \
+            [BatchEvaluator(inst.variant(b, r)) for b, r in inst.model.choices()]
         self.obj = inst.objective
         self.evaluations = 0
         # the two metrics a genome's ``te`` holds (a Pareto run's pair; T and E by default)
         self.front = tuple(objmod.METRIC[m] for m in front)
 
     def keys_of(self, D: int, P: int, grids: np.ndarray, cuts: np.ndarray, mb: np.ndarray,
-                clk: np.ndarray | None = None):
+                clk: np.ndarray | None = None, ch: int = 0):
         """(primary, secondary, T, E, feasible) arrays for plans of one shape; ``clk``:
-        each slot's clock level (§10), None for full clocks. (T and E are the front's
-        two metrics where the Fitness was made for another pair.)"""
-        res = self.ev(grids, cuts, mb, clk)
+        each slot's clock level (§10), None for full clocks; ``ch``: the plans' choice of
+        micro-batch size and recomputation (§11). (T and E are the front's two metrics
+        where the Fitness was made for another pair.)"""
+        res = self.evs[ch](grids, cuts, mb, clk)
         self.evaluations += len(grids)
         T, E = res.time_s, res.energy_j
         p, s = (np.asarray(v, dtype=float) for v in objmod.of(self.obj, res))
@@ -59,11 +63,11 @@ class Fitness:
 
     def __call__(self, genomes: list[Genome]) -> None:
         """Fill ``key``/``te``/``feasible`` of the genomes that lack them."""
-        todo: dict[tuple[int, int], list[Genome]] = {}
+        todo: dict[tuple[int, int, int], list[Genome]] = {}
         for g in genomes:
             if g.key is None:
-                todo.setdefault((g.D, g.P), []).append(g)
-        for (D, P), members in todo.items():
+                todo.setdefault((g.ch, g.D, g.P), []).append(g)
+        for (ch, D, P), members in todo.items():
             grids = np.stack([m.grid for m in members])
             cuts = np.stack([m.cuts for m in members])
             mb = np.stack([m.mb for m in members])
@@ -71,7 +75,7 @@ class Fitness:
             if any(m.clk is not None for m in members):
                 clk = np.stack([m.clk[m.grid] if m.clk is not None else np.zeros((D, P), dtype=np.int64)
                                 for m in members])
-            p, s, T, E, ok = self.keys_of(D, P, grids, cuts, mb, clk)
+            p, s, T, E, ok = self.keys_of(D, P, grids, cuts, mb, clk, ch)
             for i, m in enumerate(members):
                 m.key = (float(p[i]), float(s[i]))
                 m.te = (float(T[i]), float(E[i]))

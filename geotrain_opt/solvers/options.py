@@ -157,7 +157,14 @@ class NoOptions(Options):
 
 
 @dataclass(frozen=True)
-class ExactOptions(Options):
+class ChoiceOptions(Options):
+    choice_search: str = option("joint", "micro-batch size and recomputation (model.md §11): searched jointly "
+                                         "with the plan (exact: with the shapes; memetic: a gene), or one whole "
+                                         "solve per choice on a share of the time", choices=("joint", "separate"))
+
+
+@dataclass(frozen=True)
+class ExactOptions(ChoiceOptions):
     exact_model: str = option("auto", "assign slots to devices, or to classes of interchangeable devices with "
                                       "their counts (auto: classes where there are fewer classes than devices)", choices=("auto", "devices", "classes"))
 
@@ -204,7 +211,7 @@ class AnnealingOptions(SearchOptions):
 
 
 @dataclass(frozen=True)
-class MemeticOptions(Options):
+class MemeticOptions(ChoiceOptions):
     population: int = option(40, "population size (memetic 40, dtfm 100)", lo=2, hi=100_000)
     generations: int | None = option(None, "generation limit (default: until the time limit)", lo=1)
     stall: int = option(60, "generations without improvement before a restart around the elite", lo=1)
@@ -216,7 +223,7 @@ class MemeticOptions(Options):
     mutations: tuple[str, ...] | None = option(None, "mutations to draw from (default all)",
                                                choices="mutations", metavar="NAME,...")
     crossover: str = option("replicas", "crossover operator", choices="crossovers")
-    ls_moves: tuple[str, ...] = option(("region", "grid", "order", "cuts", "split", "clocks"),
+    ls_moves: tuple[str, ...] = option(("region", "grid", "order", "cuts", "split", "clocks", "choice"),
                                        "local-search moves", choices="local_searches", metavar="NAME,...")
     islands: int = option(1, "populations evolving side by side with ring migration", lo=1, hi=1024)
     island_backend: str = option("inline", "where islands run: here in turn, a process pool, or Dask",

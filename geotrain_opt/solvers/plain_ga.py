@@ -13,5 +13,7 @@ PLAIN = {"ls_rate": 0.0, "seeding": False, "mutations": ["swap", "replace", "cut
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    # the caller's options stay as given; theirs win over PLAIN's
-    return memetic.solve(inst, replace(opts, extra={**PLAIN, **opts.extra}), name="plain-ga")
+    # the caller's options stay as given; theirs win over PLAIN's. The choice gene
+    # (§11) is as generic as a shape's, so it mutates where the model offers choices
+    plain = dict(PLAIN, mutations=PLAIN["mutations"] + ["choice"]) if inst.has_choices else PLAIN
+    return memetic.solve(inst, replace(opts, extra={**plain, **opts.extra}), name="plain-ga")

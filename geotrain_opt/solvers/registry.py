@@ -31,6 +31,8 @@ class SolverSpec:
     certify: bool = False         # can re-prove its claim with a second engine (--certify)
     # its typed options (options.py); None: options not checked (as register's default)
     options: type[Options] | None = None
+    # searches micro-batch size and recomputation (§11) itself; else ``get`` runs it per choice
+    choices: bool = False
 
     def load(self) -> SolverFn:
         if callable(self.target):
@@ -44,11 +46,12 @@ _SPECS: dict[str, SolverSpec] = {}
 
 def register(name: str, target: str | Callable | None = None, *, kind: str = "heuristic",
              pareto: str | None = None, certify: bool = False,
-             options: type[Options] | None = None) -> str | Callable:
+             options: type[Options] | None = None, choices: bool = False) -> str | Callable:
     """Add (or replace) a solver. With ``target`` omitted it is a decorator:
     ``@register("mine", kind="baseline")`` above ``def solve(inst, opts)``.
     ``options``: the frozen :class:`~.options.Options` dataclass of what it takes
-    in ``SolveOptions.extra`` (``None``: not checked)."""
+    in ``SolveOptions.extra`` (``None``: not checked). ``choices``: it searches the
+    model's micro-batch sizes and recomputation itself (else ``get`` runs it per choice)."""
     if kind not in KINDS:
         raise SolverError(f"register {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
@@ -58,7 +61,7 @@ def register(name: str, target: str | Callable | None = None, *, kind: str = "he
         raise SolverError(f"register {name!r}: pareto must be one of {', '.join(PARETO_MODES)} or None, got {pareto!r}")
 
     def add(fn: str | Callable) -> str | Callable:
-        _SPECS[name] = SolverSpec(name, fn, kind, pareto, certify, options)
+        _SPECS[name] = SolverSpec(name, fn, kind, pareto, certify, options, choices)
         return fn
 
     if target is None:
@@ -80,6 +83,8 @@ def names(kind: str | None = None, *, pareto: bool = False, certify: bool = Fals
 
 def get(name: str) -> SolverFn:
     """The solver, run over the micro-batch sizes and recomputations an instance
-    offers (choices.py; a plain call where it offers none)."""
+    offers (choices.py; a plain call where it offers none, or where the solver
+    searches them itself)."""
     from .choices import over_choices
-    return over_choices(spec(name).load())
+    s = spec(name)
+    return s.load() if s.choices else over_choices(s.load())

@@ -36,7 +36,7 @@ from ..base import SolveOptions, finish
 from ..fitness import Fitness
 from ..options import MemeticOptions
 from ..termination import Termination
-from .encoding import Genome, default_split
+from .encoding import Genome, choice_count, default_split, variant
 from .local_search import local_search, optimize_cuts
 from .operators import CROSSOVERS, MUTATIONS, fresh_cuts, mutation_names
 from ...heuristics import CONSTRUCTORS, component_plans, seed_shapes
@@ -56,12 +56,19 @@ def _set_fitness(g: Genome, pareto: bool) -> None:
         g.fitness.values = g.key
 
 
-def random_genome(inst: Instance, rng: np.random.Generator, shapes: list[tuple[int, int]]) -> Genome:
-    D, P = shapes[int(rng.integers(len(shapes)))]
+def random_genome(inst: Instance, rng: np.random.Generator, shapes: list[tuple[int, int, int]]) -> Genome:
+    """A random genome of one of the (choice, D, P) that fit."""
+    ch, D, P = shapes[int(rng.integers(len(shapes)))]
     g = Genome(D, P, rng.permutation(inst.n).astype(np.int64), np.zeros(P + 1, dtype=np.int64),
-               default_split(inst, D))
+               default_split(variant(inst, ch), D), ch=ch)
     g.cuts = fresh_cuts(inst, g)
     return g
+
+
+def choice_shapes(inst: Instance) -> list[tuple[int, int, int]]:
+    """Every (choice, D, P) whose shape fits at that micro-batch size and recomputation
+    (§11; choice 0 only, the model's own, where it offers none)."""
+    return [(ch, D, P) for ch in range(choice_count(inst)) for D, P in feasible_shapes(variant(inst, ch))]
 
 
 def sel_tournament(individuals: list, k: int, tournsize: int, rnd: random.Random) -> list:
@@ -134,7 +141,7 @@ class _Config:
     """What one generation of one island needs besides the instance (picklable:
     island workers in other processes receive it once)."""
     options: MemeticOptions          # patience resolved for the instance
-    shapes: list[tuple[int, int]]
+    shapes: list[tuple[int, int, int]]        # (choice, D, P)
     default_mutations: tuple[str, ...] = ()     # the instance's (operators.mutation_names)
 
     @property
@@ -280,7 +287,7 @@ class MemeticRun:
         self.stop = Termination(opts.time_limit_s, o.max_evaluations, lambda: self.fit.evaluations, o.generations)
         self.rng = np.random.default_rng(opts.seed)
         self.rnd = random.Random(opts.seed)
-        self.shapes = feasible_shapes(inst)
+        self.shapes = choice_shapes(inst)
         # small instances converge for good; large ones use their whole time limit
         patience = o.patience if o.patience is not None else (8 if inst.n <= 16 else None)
         self.cfg = _Config(options=o.but(patience=patience), shapes=self.shapes,
@@ -327,20 +334,22 @@ class MemeticRun:
         seeds, say = self.seeds, self._say
         with stop.guard():
             self.evo.evaluate(self.hinted, self._toolbox(0))
-            if o.seeding:
-                shapes = seed_shapes(inst, limit=10**9) if inst.n <= 64 else seed_shapes(inst)
+            # structured seeds at every micro-batch size and recomputation the model offers (§11)
+            for ch in range(choice_count(inst)) if o.seeding else ():
+                vi = variant(inst, ch)
+                shapes = seed_shapes(vi, limit=10**9) if inst.n <= 64 else seed_shapes(vi)
                 for k, (D, P) in enumerate(shapes):
                     if stop():
                         break
                     say(f"{self.name}: seeding shape {k + 1}/{len(shapes)}")
                     for build in CONSTRUCTORS.values():
-                        grid, cuts, mb = build(inst, D, P)
-                        seeds.append(Genome.from_plan(inst, Plan.from_indices(inst.ids, grid, cuts, mb)))
+                        grid, cuts, mb = build(vi, D, P)
+                        seeds.append(self._genome(Plan.from_indices(inst.ids, grid, cuts, mb), ch))
                 if not stop():
                     # plans inside one fast component, screened on their constructive cuts:
                     # only the best few pay for a cut search
                     say(f"{self.name}: seeding inside fast components")
-                    inside = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *c)) for c in component_plans(inst)]
+                    inside = [self._genome(Plan.from_indices(inst.ids, *c), ch) for c in component_plans(vi)]
                     fit(inside)
                     seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
             for name in o.seed_solvers:    # baseline plans as seeds, on a share of the time
@@ -375,12 +384,18 @@ class MemeticRun:
             # batched evaluation here, in this process, takes well under a second
             self.fallback = self.hinted + seeds
             if not self.fallback:
-                D, P = (seed_shapes(inst) or self.shapes)[0]
+                D, P = (seed_shapes(inst) or [s[1:] for s in self.shapes if s[0] == 0] or [(1, 1)])[0]
                 build = CONSTRUCTORS["fastest-first"]
                 self.fallback = [Genome.from_plan(inst, Plan.from_indices(inst.ids, *build(inst, D, P)))]
             fit(self.fallback)
             for g in self.fallback:
                 _set_fitness(g, o.pareto)
+
+    def _genome(self, plan: Plan, ch: int) -> Genome:
+        """The genome of a plan built at choice ``ch`` (§11) of the instance."""
+        g = Genome.from_plan(self.inst, plan)
+        g.ch = ch
+        return g
 
     def _toolbox(self, i: int) -> base.Toolbox:
         """Island ``i``'s toolbox (island 0's exists before its population does)."""
@@ -492,6 +507,15 @@ class MemeticRun:
 
 
 def solve(inst: Instance, opts: SolveOptions, name: str = "memetic") -> SolverResult:
+    """The memetic algorithm; with ``choice_search="separate"`` one run per micro-batch
+    size and recomputation (§11) instead of the choice gene (to compare the two)."""
+    if inst.has_choices and MemeticOptions.parse(name, opts.extra).choice_search == "separate":
+        from ..choices import over_choices
+        return over_choices(partial(_solve, name=name))(inst, opts)
+    return _solve(inst, opts, name)
+
+
+def _solve(inst: Instance, opts: SolveOptions, name: str = "memetic") -> SolverResult:
     run = MemeticRun(inst, opts, name)
     if not run.feasible:
         return run.result()
@@ -603,7 +627,7 @@ def _key_better_keys(inst: Instance, a: tuple | None, b: tuple | None) -> bool:
 
 
 def _restart(pop: list[Genome], best: Genome, size: int, inst: Instance, rng: np.random.Generator,
-             tb: base.Toolbox, shapes: list[tuple[int, int]], seeds: list[Genome],
+             tb: base.Toolbox, shapes: list[tuple[int, int, int]], seeds: list[Genome],
              mut_names: list[str]) -> list[Genome]:
     """Keep the elite (a tenth), add perturbed copies of it (several mutations
     each), structured seeds and random genomes: the diversity a converged

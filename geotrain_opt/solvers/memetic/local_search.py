@@ -26,7 +26,8 @@ import numpy as np
 
 from ... import objective as objmod
 from ..fitness import Fitness
-from .encoding import Genome
+from .encoding import Genome, choice_count, default_split, variant
+from .operators import shape_ok
 
 CUT_ENUM_LIMIT = 2000   # C(23, 3) = 1771: every 4-stage cut of a 24-layer model
 GRID_SAMPLE = 96
@@ -39,7 +40,7 @@ def _better(fit: Fitness, key: tuple[float, float], ref: tuple[float, float]) ->
 def _best_of(fit: Fitness, g: Genome, grids, cuts, mb):
     """The best of candidate plans of ``g``'s shape; each device keeps g's clock (§10)."""
     clk = None if g.clk is None else g.clk[grids]
-    p, s, T, E, ok = fit.keys_of(g.D, g.P, grids, cuts, mb, clk)
+    p, s, T, E, ok = fit.keys_of(g.D, g.P, grids, cuts, mb, clk, g.ch)
     pmin = p.min()
     ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
     i = int(ties[np.argmin(s[ties])])
@@ -199,7 +200,7 @@ def split_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
     fit([g])
     start = g.key
     D, P = g.D, g.P
-    for _ in range(fit.inst.model.num_micro_batches):
+    for _ in range(int(g.mb.sum())):      # M of the genome's micro-batch size
         if stop():
             break
         cand = []
@@ -247,7 +248,8 @@ def clock_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
         grids = np.broadcast_to(g.grid, (len(cands), D, P))
         p, s, T, E, ok = fit.keys_of(D, P, grids, np.broadcast_to(g.cuts, (len(cands), P + 1)),
                                      np.broadcast_to(g.mb, (len(cands), D)), np.take_along_axis(
-                                         clks, grids.reshape(len(cands), -1), axis=1).reshape(len(cands), D, P))
+                                         clks, grids.reshape(len(cands), -1), axis=1).reshape(len(cands), D, P),
+                                     g.ch)
         pmin = p.min()
         ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
         i = int(ties[np.argmin(s[ties])])
@@ -259,12 +261,40 @@ def clock_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: 
     return g.key != start
 
 
+def choice_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda: False) -> bool:
+    """Every other micro-batch size and recomputation (§11) for the genome's devices and
+    cuts, each with its even split; the best is kept. A smaller micro-batch means more
+    of them (a shorter pipeline fill) and less activation memory, recomputation trades
+    a third more compute for memory: which wins depends on the plan, so it is searched
+    with it. Nothing to do (and no evaluation) where the model offers no choice."""
+    n = choice_count(fit.inst)
+    if n < 2 or stop():
+        return False
+    fit([g])
+    cands = []
+    for c in range(n):
+        if c != g.ch and shape_ok(variant(fit.inst, c), g.D, g.P):
+            h = g.copy()
+            h.ch, h.mb = c, default_split(variant(fit.inst, c), g.D)
+            h.invalidate()
+            cands.append(h)
+    if not cands:
+        return False
+    fit(cands)
+    best = min(cands, key=lambda h: h.key)
+    if not _better(fit, best.key, g.key):
+        return False
+    g.ch, g.mb, g.key, g.te, g.feasible = best.ch, best.mb, best.key, best.te, best.feasible
+    return True
+
+
 LOCAL_SEARCHES = {"cuts": optimize_cuts, "grid": grid_moves, "region": region_moves, "order": order_moves,
-                  "split": split_moves, "clocks": clock_moves}
+                  "split": split_moves, "clocks": clock_moves, "choice": choice_moves}
 
 
 def local_search(fit: Fitness, g: Genome, rng: np.random.Generator,
-                 moves=("region", "grid", "order", "cuts", "split", "clocks"), stop=lambda: False) -> Genome:
+                 moves=("region", "grid", "order", "cuts", "split", "clocks", "choice"),
+                 stop=lambda: False) -> Genome:
     """Apply the neighbourhoods in turn until none improves (at most three passes);
     ``stop()`` (deadline, evaluation budget) is polled between steps."""
     for _ in range(3):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...instance import Instance
-from .encoding import Genome, default_split
+from .encoding import Genome, choice_count, default_split, variant
 from ...heuristics import speed_cuts
 
 
@@ -21,7 +21,8 @@ def shape_ok(inst: Instance, D: int, P: int) -> bool:
 
 
 def fresh_cuts(inst: Instance, g: Genome) -> np.ndarray:
-    return speed_cuts(inst, inst.arrays.speed[g.grid].min(axis=0))
+    vi = variant(inst, g.ch)
+    return speed_cuts(vi, vi.arrays.speed[g.grid].min(axis=0))
 
 
 def repair(inst: Instance, D: int, P: int, grid: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -57,8 +58,9 @@ def cx_replicas(inst: Instance, p1: Genome, p2: Genome, rng: np.random.Generator
             if rng.random() < 0.5:
                 rows[k] = p2.grid[rng.integers(p2.D)]
     cuts = (p2.cuts if p2.P == P and rng.random() < 0.5 else p1.cuts).copy()
-    mb = (p2.mb if p2.D == D and rng.random() < 0.5 else p1.mb).copy()
-    return Genome(D, P, repair(inst, D, P, rows, rng), cuts, mb, clk=_clk(p1))
+    # a split sums to its own choice's M (§11): p2's only where the choices agree
+    mb = (p2.mb if p2.D == D and rng.random() < 0.5 and p2.ch == p1.ch else p1.mb).copy()
+    return Genome(D, P, repair(inst, D, P, rows, rng), cuts, mb, clk=_clk(p1), ch=p1.ch)
 
 
 def cx_stages(inst: Instance, p1: Genome, p2: Genome, rng: np.random.Generator) -> Genome:
@@ -69,7 +71,8 @@ def cx_stages(inst: Instance, p1: Genome, p2: Genome, rng: np.random.Generator) 
     for j in range(p1.P):
         if rng.random() < 0.5:
             cols[:, j] = p2.grid[:, j]
-    return Genome(p1.D, p1.P, repair(inst, p1.D, p1.P, cols, rng), p1.cuts.copy(), p1.mb.copy(), clk=_clk(p1))
+    return Genome(p1.D, p1.P, repair(inst, p1.D, p1.P, cols, rng), p1.cuts.copy(), p1.mb.copy(), clk=_clk(p1),
+                  ch=p1.ch)
 
 
 # ------------------------------------------------------------------ mutations
@@ -116,11 +119,12 @@ def mut_shape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
     """Grow or shrink D or P by one, keeping the other replicas/stages in place."""
     moves = [("P", 1), ("P", -1), ("D", 1), ("D", -1)]
     rng.shuffle(moves)
+    vi = variant(inst, g.ch)
     grid = g.grid
     unused = list(g.order[g.D * g.P:])
     for what, step in moves:
         D, P = (g.D + step, g.P) if what == "D" else (g.D, g.P + step)
-        if not shape_ok(inst, D, P):
+        if not shape_ok(vi, D, P):
             continue
         if what == "P" and step > 0:
             if len(unused) < D:
@@ -137,8 +141,8 @@ def mut_shape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
             grid2 = np.vstack([grid, np.array(unused[:P])[None, :]])
         else:
             grid2 = np.delete(grid, int(rng.integers(g.D)), axis=0)
-        child = Genome(D, P, repair(inst, D, P, grid2, rng), g.cuts, default_split(inst, D), clk=_clk(g))
-        child.cuts = fresh_cuts(inst, child) if P != g.P else g.cuts.copy()
+        child = Genome(D, P, repair(inst, D, P, grid2, rng), g.cuts, default_split(vi, D), clk=_clk(g), ch=g.ch)
+        child.cuts = fresh_cuts(vi, child) if P != g.P else g.cuts.copy()
         return child
     return g
 
@@ -147,13 +151,15 @@ def mut_reshape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
     """Same devices in a different (D, P): e.g. one 4-stage pipeline becomes two
     2-stage replicas. Reaches shapes that single grow/shrink steps cannot."""
     m = g.D * g.P
+    vi = variant(inst, g.ch)
     options = [(D, P) for D in range(1, m + 1) for P in range(1, m + 1)
-               if (D, P) != (g.D, g.P) and m - max(2, m // 4) <= D * P <= m and shape_ok(inst, D, P)]
+               if (D, P) != (g.D, g.P) and m - max(2, m // 4) <= D * P <= m and shape_ok(vi, D, P)]
     if not options:
         return g
     D, P = options[int(rng.integers(len(options)))]
-    child = Genome(D, P, g.order.copy(), np.zeros(P + 1, dtype=np.int64), default_split(inst, D), clk=_clk(g))
-    child.cuts = fresh_cuts(inst, child)
+    child = Genome(D, P, g.order.copy(), np.zeros(P + 1, dtype=np.int64), default_split(vi, D), clk=_clk(g),
+                   ch=g.ch)
+    child.cuts = fresh_cuts(vi, child)
     return child
 
 
@@ -172,15 +178,29 @@ def mut_clock(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
     return child
 
 
+def mut_choice(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
+    """Another micro-batch size or recomputation (§11) for the same devices and cuts,
+    with that choice's even split (a split must sum to its M)."""
+    others = [c for c in range(choice_count(inst)) if c != g.ch and shape_ok(variant(inst, c), g.D, g.P)]
+    if not others:
+        return g
+    child = g.copy()
+    child.ch = others[int(rng.integers(len(others)))]
+    child.mb = default_split(variant(inst, child.ch), g.D)
+    return child
+
+
 def _clk(g: Genome) -> np.ndarray | None:
     return None if g.clk is None else g.clk.copy()
 
 
 def mutation_names(inst: Instance) -> list[str]:
-    """The mutations that can change a plan of this instance (no clock moves without clocks)."""
-    return [name for name in MUTATIONS if name != "clock" or inst.arrays.has_clocks]
+    """The mutations that can change a plan of this instance (no clock moves without
+    clocks, no choice moves where the model offers one micro-batch size and mode)."""
+    return [name for name in MUTATIONS if (name != "clock" or inst.arrays.has_clocks)
+            and (name != "choice" or choice_count(inst) > 1)]
 
 
 MUTATIONS = {"swap": mut_swap, "replace": mut_replace, "cut": mut_cut, "split": mut_split, "shape": mut_shape,
-             "reshape": mut_reshape, "clock": mut_clock}
+             "reshape": mut_reshape, "clock": mut_clock, "choice": mut_choice}
 CROSSOVERS = {"replicas": cx_replicas, "stages": cx_stages}
