@@ -4,6 +4,7 @@ the solvers."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 import json
 from pathlib import Path
 
@@ -157,3 +158,47 @@ def test_ctrl_c_keeps_the_choices_solved_so_far(tiny_dict, monkeypatch):
     res = choices.over_choices(flaky)(inst, SolveOptions(time_limit_s=60))
     assert len(calls) == 3 and len(res.stats["choices"]) == 2
     assert res.status == "time_limit" and res.plan is not None and evaluate(inst, res.plan).acceptable
+
+
+def test_the_memetic_choice_gene(tiny_dict):
+    """The gene indexes inst.model.choices(): a plan round-trips through it, a mutation
+    re-splits to the new choice's M, a crossover never mixes two choices' splits, and
+    the local-search move lands on the best choice for the genome's devices and cuts."""
+    import numpy as np
+
+    from geotrain_opt.solvers.fitness import Fitness
+    from geotrain_opt.solvers.memetic.encoding import Genome
+    from geotrain_opt.solvers.memetic.local_search import choice_moves
+    from geotrain_opt.solvers.memetic.operators import cx_replicas, mut_choice, mutation_names
+    inst = choosing(tiny_dict, kind="energy")
+    assert inst.model.global_batch == 4 and inst.model.choices() == [(1, "none"), (1, "full"), (2, "none"),
+                                                                     (2, "full")]
+    assert "choice" in mutation_names(inst) and "choice" not in mutation_names(instance_from_dict(tiny_dict))
+    plan = replace(Plan.make([["e0"], ["e1"]], [0, 4], [1, 1]), micro_batch=2, recompute="full")
+    g = Genome.from_plan(inst, plan)
+    assert g.ch == 3 and g.to_plan(inst) == plan
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(20):
+        h = mut_choice(inst, g.copy(), rng)
+        assert h.ch != 3 and int(h.mb.sum()) == 4 // inst.model.choices()[h.ch][0]
+        evaluate(inst, h.to_plan(inst))                  # a valid plan of the instance (no PlanError)
+        seen.add(h.ch)
+    assert seen == {0, 1, 2}
+    other = Genome.from_plan(inst, Plan.make([["w0"], ["w1"]], [0, 4], [2, 2]))    # choice 0: M = 4
+    assert other.ch == 0
+    for _ in range(10):
+        child = cx_replicas(inst, g.copy(), other, rng)
+        assert child.ch == 3 and int(child.mb.sum()) == 2
+    # from (b, r) = (1, full): recomputation only costs energy here, so the move drops it
+    start = Genome.from_plan(inst, replace(Plan.make([["e0"], ["e1"]], [0, 4], [2, 2]), recompute="full"))
+    assert start.ch == 1
+    assert choice_moves(Fitness(inst), start, rng)
+    by_hand = []
+    for b, r in inst.model.choices():
+        p = replace(Plan.make([["e0"], ["e1"]], [0, 4], [2 // b, 2 // b]),
+                    micro_batch=None if b == 1 else b, recompute=None if r == "none" else r)
+        ev = evaluate(inst, p)
+        by_hand.append(ev.energy_j if ev.acceptable else float("inf"))
+    assert by_hand[1] > min(by_hand)
+    assert start.ch in (0, 2) and start.te[1] == pytest.approx(min(by_hand), rel=1e-9) == by_hand[start.ch]

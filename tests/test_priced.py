@@ -241,3 +241,35 @@ def test_intensities_at_the_top_level_read_the_same(tiny_dict):
     d["carbon_g_per_kwh"] = {"mars": 5}
     with pytest.raises(InstanceError, match=r"carbon_g_per_kwh.mars: unknown region"):
         instance_from_dict(d)
+
+
+def test_a_front_over_choices_keeps_its_own_metrics(tiny_dict):
+    """With micro-batch sizes and recomputation (§11) brute force runs per choice and
+    the fronts are merged: the merge must filter by the front's own pair (time, carbon
+    here: five points, a different set from the time-energy filter's), not by time and
+    energy. Oracle: each choice's front alone, merged by hand;
+    CP-SAT's ε-walk (choices searched with the shapes) must find the same front."""
+    from geotrain_opt.fronts import front_points, pareto_front
+    from geotrain_opt.objective import pareto_filter
+    from geotrain_opt.solvers import spec
+    d = copy.deepcopy(tiny_dict)
+    d["gpu_types"]["fast"].update(price_per_hour=3.6, clocks=[{"fraction": 0.5, "busy_w": 120}])
+    d["gpu_types"]["slow"]["price_per_hour"] = 1.8
+    d["network"]["inter_region"][0]["egress_usd_per_gb"] = 0.09
+    d["energy"]["carbon_g_per_kwh"] = {"east": 400, "west": 120}
+    d["model"]["micro_batch_options"] = [1, 2]
+    d["model"]["recompute_options"] = ["none", "full"]
+    inst = instance_from_dict(d)
+    pair = ("time", "carbon")
+    pts = []
+    for b, r in inst.model.choices():
+        own = spec("bruteforce").load()(inst.variant(b, r), SolveOptions(time_limit_s=120,
+                                                                          extra={"pareto": True, "front": list(pair)}))
+        pts += [(p.evaluation.time_s, p.evaluation.carbon_g) for p in own.pareto]
+    oracle = sorted(pts[i] for i in pareto_filter(pts))
+    assert len(oracle) == 5
+    for engine, points in (("bruteforce", 0), ("cpsat", 50)):
+        got = sorted(front_points(pareto_front(inst, engine, SolveOptions(time_limit_s=120), points, pair)))
+        assert len(got) == len(oracle), engine
+        for (a, b), (x, y) in zip(got, oracle):
+            assert a == pytest.approx(x, rel=1e-6) and b == pytest.approx(y, rel=1e-6), engine

@@ -100,7 +100,9 @@ def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> Sol
         front += [replace(p, plan=tag(inst, p.plan, bb, rr), evaluation=evaluate(inst, tag(inst, p.plan, bb, rr)))
                   for p in rs.pareto if p.plan is not None]
     if front:
-        keep = pareto_filter([(p.evaluation.time_s, p.evaluation.energy_j) for p in front])
+        # the front's own pair of metrics (time and energy unless the run asked for another)
+        a, b = (objmod.METRIC[m] for m in opts.extra.get("front", objmod.DEFAULT_FRONT))
+        keep = pareto_filter([(getattr(p.evaluation, a), getattr(p.evaluation, b)) for p in front])
         front = [front[i] for i in keep]
     stats: dict[str, Any] = dict(res.stats, choices=table)
     return replace(res, status=status, plan=plan, evaluation=evaluate(inst, plan), best_bound=bound,
