@@ -1,6 +1,6 @@
 """Local search applied to offspring: the 'memetic' part.
 
-Three neighbourhoods, each evaluated as one numpy batch per step:
+Neighbourhoods, each evaluated as one numpy batch per step:
 
 * ``cuts``: best cut vector for the genome's grid and split; every cut vector
   when there are at most ``CUT_ENUM_LIMIT`` of them (exact), else steepest
@@ -15,7 +15,10 @@ Three neighbourhoods, each evaluated as one numpy batch per step:
   and whole replicas (reverse a run of rows: 2-opt on the data-parallel ring).
   Device swaps cannot reach these plans one step at a time, and the good plans of
   geo-distributed instances differ exactly there (which site holds which stage,
-  in which ring order).
+  in which ring order);
+* ``clocks`` (§10): every other clock of every selected device, the best kept;
+* ``choice`` (§11): every other micro-batch size and recomputation for the same
+  devices and cuts, the best kept.
 """
 from __future__ import annotations
 
