@@ -331,6 +331,25 @@ print(f"{'objective':9} {'T (s)':>8} {'E (J)':>8} {'USD':>10} {'g CO2':>9}  plan
 for kind, T, E, C, Q, grid, clocks, b, r in rows:
     print(f"{kind:9} {T:8.4f} {E:8.3f} {C:10.3e} {Q:9.3e}  {grid} clocks {clocks} b {b or 1} recompute {r or 'none'}")
 """,
+"""md:
+## How the solvers search $b$ and recomputation
+
+A choice of $(b, r)$ changes $M$ and every coefficient, so it is searched next to the
+plan, not inside one formula. CP-SAT and the MILP enumerate $(c, D, P)$ as they
+enumerate $(D, P)$: one incumbent's cutoff closes the shapes of every choice, and
+`stats['choices']` says which choice holds the best plan a model found (None: it
+fits nowhere, or the cutoff closed all its shapes). The memetic genome carries a
+choice gene with its own mutation and local-search move
+(`benchmarks/choice_levers.py` compares both with one solve per choice).
+""",
+"""
+proof = gt.solve(levers.with_options(kind='time'), 'cpsat', time_limit=60)
+for c in proof.stats['choices']:
+    print(f"b = {c['micro_batch']}, recompute {c['recompute']:4}: best T found {c['objective_value']}")
+heur = gt.solve(levers.with_options(kind='time'), 'memetic', time_limit=30, seed=0, generations=30)
+print(f"memetic: T {heur.objective_value:.4f} at b = {heur.plan.micro_batch or 1}, "
+      f"recompute {heur.plan.recompute or 'none'}; CP-SAT's proven T {proof.objective_value:.4f}")
+""",
 ])
 
 if __name__ == "__main__":
