@@ -341,7 +341,8 @@ class MemeticRun:
                 for k, (D, P) in enumerate(shapes):
                     if stop():
                         break
-                    say(f"{self.name}: seeding shape {k + 1}/{len(shapes)}")
+                    at = f" at choice {ch + 1}/{choice_count(inst)}" if inst.has_choices else ""
+                    say(f"{self.name}: seeding shape {k + 1}/{len(shapes)}{at}")
                     for build in CONSTRUCTORS.values():
                         grid, cuts, mb = build(vi, D, P)
                         seeds.append(self._genome(Plan.from_indices(inst.ids, grid, cuts, mb), ch))
