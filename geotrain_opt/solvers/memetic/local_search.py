@@ -29,8 +29,8 @@ import numpy as np
 
 from ... import objective as objmod
 from ..fitness import Fitness
-from .encoding import Genome, choice_count, default_split, variant
-from .operators import shape_ok
+from .encoding import Genome, choice_count
+from .operators import at_choice, other_choices
 
 CUT_ENUM_LIMIT = 2000   # C(23, 3) = 1771: every 4-stage cut of a 24-layer model
 GRID_SAMPLE = 96
@@ -270,19 +270,12 @@ def choice_moves(fit: Fitness, g: Genome, rng: np.random.Generator, stop=lambda:
     of them (a shorter pipeline fill) and less activation memory, recomputation trades
     a third more compute for memory: which wins depends on the plan, so it is searched
     with it. Nothing to do (and no evaluation) where the model offers no choice."""
-    n = choice_count(fit.inst)
-    if n < 2 or stop():
+    if choice_count(fit.inst) < 2 or stop():
         return False
-    fit([g])
-    cands = []
-    for c in range(n):
-        if c != g.ch and shape_ok(variant(fit.inst, c), g.D, g.P):
-            h = g.copy()
-            h.ch, h.mb = c, default_split(variant(fit.inst, c), g.D)
-            h.invalidate()
-            cands.append(h)
+    cands = [at_choice(fit.inst, g, c) for c in other_choices(fit.inst, g)]
     if not cands:
         return False
+    fit([g])
     fit(cands)
     best = min(cands, key=lambda h: h.key)
     if not _better(fit, best.key, g.key):

@@ -142,7 +142,7 @@ def mut_shape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
         else:
             grid2 = np.delete(grid, int(rng.integers(g.D)), axis=0)
         child = Genome(D, P, repair(inst, D, P, grid2, rng), g.cuts, default_split(vi, D), clk=_clk(g), ch=g.ch)
-        child.cuts = fresh_cuts(vi, child) if P != g.P else g.cuts.copy()
+        child.cuts = fresh_cuts(inst, child) if P != g.P else g.cuts.copy()
         return child
     return g
 
@@ -159,7 +159,7 @@ def mut_reshape(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
     D, P = options[int(rng.integers(len(options)))]
     child = Genome(D, P, g.order.copy(), np.zeros(P + 1, dtype=np.int64), default_split(vi, D), clk=_clk(g),
                    ch=g.ch)
-    child.cuts = fresh_cuts(vi, child)
+    child.cuts = fresh_cuts(inst, child)
     return child
 
 
@@ -178,16 +178,24 @@ def mut_clock(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
     return child
 
 
-def mut_choice(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
-    """Another micro-batch size or recomputation (§11) for the same devices and cuts,
-    with that choice's even split (a split must sum to its M)."""
-    others = [c for c in range(choice_count(inst)) if c != g.ch and shape_ok(variant(inst, c), g.D, g.P)]
-    if not others:
-        return g
+def other_choices(inst: Instance, g: Genome) -> list[int]:
+    """The choices (§11) other than g's at which g's shape fits."""
+    return [c for c in range(choice_count(inst)) if c != g.ch and shape_ok(variant(inst, c), g.D, g.P)]
+
+
+def at_choice(inst: Instance, g: Genome, c: int) -> Genome:
+    """g's devices and cuts at choice ``c``, with that choice's even split (a split
+    must sum to its M); not yet evaluated."""
     child = g.copy()
-    child.ch = others[int(rng.integers(len(others)))]
-    child.mb = default_split(variant(inst, child.ch), g.D)
+    child.ch, child.mb = c, default_split(variant(inst, c), g.D)
+    child.invalidate()
     return child
+
+
+def mut_choice(inst: Instance, g: Genome, rng: np.random.Generator) -> Genome:
+    """Another micro-batch size or recomputation (§11) for the same devices and cuts."""
+    others = other_choices(inst, g)
+    return at_choice(inst, g, others[int(rng.integers(len(others)))]) if others else g
 
 
 def _clk(g: Genome) -> np.ndarray | None:
