@@ -24,6 +24,8 @@ over its shapes, with the gap of its plan to it.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +38,10 @@ if TYPE_CHECKING:                     # pragma: no cover
     from .instance import Instance
 
 INF = float("inf")
+# the joint cut bound tries at most this many placements of a replica's slow links
+# in its stage rows (as many links as that allows; the rest count in the cut-free
+# period terms and the fill only)
+SLOW_PLACES = 40
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,18 @@ def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
             nxt[l] = cand.min()
         best = nxt
     return float(best[L])
+
+
+def _fewest_segments(sizes: np.ndarray, devices: int, P: int) -> int:
+    """The fewest pieces, each of at most P devices inside one site (``sizes``,
+    largest first), that hold ``devices`` devices: whole P-pieces first, then the
+    sites' remainders, largest first (no piece holds more than a whole one)."""
+    full = int((sizes // P).sum())
+    if full * P >= devices:
+        return -(-devices // P)
+    rest = np.sort(sizes % P)[::-1]
+    held = full * P + np.cumsum(rest)
+    return full + int(np.searchsorted(held, devices)) + 1
 
 
 class _Tiers:
@@ -176,6 +194,7 @@ class ShapeBounds:
         self.tiers = link_tiers(inst)
         self.hop_tiers = link_tiers(inst, "hop")
         self._wl, self._pl, self._al = np.diff(a.w_prefix), np.diff(a.par_prefix), np.diff(a.act_prefix)
+        self._uniform: bool | None = None
         self._bw: dict[int, float] = {}
         self._bn: dict[int, float] = {}
         self._mem: dict[tuple[int, int], float] = {}
@@ -245,6 +264,96 @@ class ShapeBounds:
             self._bn[P] = _min_max_partition(self._pl, P, extra)
         return self._bn[P]
 
+    def _uniform_layers(self) -> bool:
+        """Every layer has the same work and parameters (the joint cut bound needs it)."""
+        if self._uniform is None:
+            self._uniform = bool(np.allclose(self._wl, self._wl[0]) and np.allclose(self._pl, self._pl[0]))
+        return self._uniform
+
+    def _cut_fronts(self, P: int, s_top: float, exempt: int = 0,
+                    slow: tuple[tuple[int, ...], float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """For identical layers: each candidate largest stage row X (seconds on speed
+        s_top; a value some stage's row takes) and the least largest stage parameter
+        count Y(X), over the cuts whose rows are all <= X, of the stages other than
+        ``exempt`` freely chosen ones (inf where no cut fits). A row is t_j + 2 kappa
+        (o_{j-1} + o_j) with every link busy occ_min, except the links ``slow[0]`` (link
+        i between stages i and i+1), busy slow[1]. Y is non-increasing in X."""
+        key = ("front", P, s_top, exempt, slow)
+        got = self._prof.get(key)
+        if got is not None:
+            return got
+        a = self.a
+        L, w, p = a.L, float(self._wl[0]), float(self._pl[0])
+        hx = np.zeros(P)
+        hx[-1] += a.head_work
+        if P > 1:
+            occ = np.full(P - 1, self.occ_min)
+            if slow is not None:
+                occ[list(slow[0])] = max(slow[1], self.occ_min)
+            hx[1:] += s_top * 2.0 * a.kappa * occ
+            hx[:-1] += s_top * 2.0 * a.kappa * occ
+        hn = np.zeros(P)
+        hn[0] += a.emb_params
+        hn[-1] += a.head_params
+        n_hi = L - P + 1
+        n = np.arange(1, n_hi + 1)
+        X = np.unique((n[:, None] * w + hx[None, :]).ravel())                   # work units
+        # caps[i, j]: most layers stage j may hold with its row <= X[i] (generous by 1e-9)
+        caps = np.clip(np.floor((X[:, None] - hx[None, :]) / w + 1e-9), 0, n_hi)
+        ok = (caps >= 1).all(axis=1) & (caps.sum(axis=1) >= L)
+        Yc = np.unique(np.concatenate([(n[:, None] * p + hn[None, :]).ravel(), [0.0]]))
+        # for each Y candidate the layers stage j may hold with its parameters <= Y
+        pc = np.clip(np.floor((Yc[:, None] - hn[None, :]) / p + 1e-9), 0, n_hi)
+        Y = np.full(len(X), INF)
+
+        def fits(i: int, y: int) -> bool:
+            room = np.minimum(caps[i], pc[y])
+            if exempt == 0:
+                return bool((room >= 1).all() and room.sum() >= L)
+            # exempt stages hold up to their row cap whatever their parameters: the
+            # stages that fit no layer under Y must be exempt, the rest go by gain
+            forced = room < 1
+            n_forced = int(forced.sum())
+            if n_forced > exempt:
+                return False
+            gain = caps[i] - room
+            extra = float(gain[forced].sum()) + float(np.sort(gain[~forced])[::-1][: exempt - n_forced].sum())
+            return bool(room.sum() + extra >= L)
+        # Y(X) falls as X grows: one pointer walks down the sorted Y candidates
+        y = len(Yc) - 1
+        for i in np.nonzero(ok)[0]:
+            if not fits(i, y):
+                continue
+            while y > 0 and fits(i, y - 1):
+                y -= 1
+            Y[i] = Yc[y]
+        got = self._prof[key] = (X / s_top, Y)
+        return got
+
+    def _joint_cut(self, P: int, s_top: float, steady: float, tau_rest: float, ring_coef: float,
+                   exempt: int = 0, slow_occ: float | None = None, n_slow: int = 1) -> float:
+        """Least, over the cuts, of steady * max(tau_rest, largest row) + ring_coef *
+        largest stage parameter count (of all stages but ``exempt`` ones): the period
+        and the ring of one plan come from the same cut (bounding them apart lets each
+        pick its own best cut). ``slow_occ``: n_slow links (at most two placed,
+        anywhere) are busy that long per message. For identical layers; otherwise the
+        separate bound (a relaxation of this one)."""
+        if not self._uniform_layers():
+            heavy = self._heaviest(P) if exempt == 0 else 0.0
+            return steady * max(tau_rest, self._busiest_row(P, s_top)) + ring_coef * heavy
+        places: list = [None]
+        if slow_occ is not None and P > 1:
+            # as many of the slow links as SLOW_PLACES placements allow (at least one)
+            k = min(n_slow, P - 1)
+            while k > 1 and math.comb(P - 1, k) > SLOW_PLACES:
+                k -= 1
+            places = [(c, slow_occ) for c in itertools.combinations(range(P - 1), k)]
+        best = INF
+        for slow in places:
+            X, Y = self._cut_fronts(P, s_top, exempt, slow)
+            best = min(best, float((steady * np.maximum(tau_rest, X) + ring_coef * Y).min()))
+        return best
+
     def _memory_ok(self, D: int, P: int, q: int) -> bool:
         """Can the stage needing most memory, under the cut that makes it least, sit
         on D devices? (q: micro-batches per flush of the lightest replica). A DP over
@@ -285,6 +394,11 @@ class ShapeBounds:
         flush_of = {k: int(sc.flushes(a, k)[0]) for k in {m, m_light}}
 
         def replica(m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0, n_slow: int = 1) -> float:
+            S, fill, tau_rest = replica_parts(m, s_top, s_sum, occ, slow_hop, n_slow)
+            return S * fill + (m - S) * max(tau_rest, busy_P / s_top, self._busiest_row(P, s_top))
+
+        def replica_parts(m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0,
+                          n_slow: int = 1) -> tuple[int, float, float]:
             """T_k of a replica with m micro-batches whose fastest device runs at most
             s_top, whose devices add up to at most s_sum, and whose slowest pipeline
             link is busy ``occ`` per message: the fill passes every stage once and
@@ -299,8 +413,27 @@ class ShapeBounds:
             rows = (W / s_top + 4.0 * a.kappa * (n_slow * max(occ, self.occ_min) + (P - 1 - n_slow) * self.occ_min)) / P if P > 1 else 0.0
             # the two stages beside the slow link each carry a layer and 2 kappa occ
             beside = self._w_min / s_top + 2.0 * a.kappa * occ if P > 1 else 0.0
-            tau = max(busy_P / s_top, self._busiest_row(P, s_top), W / s_sum, occ, rows, beside)
-            return S * fill + (m - S) * tau
+            # the period without the cut's own largest row (busy_P, _busiest_row)
+            return S, fill, max(W / s_sum, occ, rows, beside)
+
+        def with_ring(desc: np.ndarray, ring_coef: float, ring_lat: float, exempt: int = 0, occ: float = 0.0,
+                      slow_hop: float = 0.0, n_slow: int = 1, which: str = "every") -> float:
+            """A replica plus a ring of ring_coef per parameter of its stage, with one
+            cut for both (the least over the cuts of T_k + R): for ``every`` replica,
+            the larger over the busiest and the slowest-topped one; for ``some``
+            replica, one with the lightest load on the fastest devices. ``exempt``
+            stages' rings are free; ``occ`` > 0: the replica has n_slow links that
+            slow (one of them, anywhere, in its stage rows when P is small)."""
+            s_top, s_Dth, s_P = float(desc[0]), float(desc[D - 1]), float(desc[:P].sum())
+            kinds = (((m, s_top, s_P), (m_light, s_Dth, min(P * s_Dth, s_P))) if which == "every"
+                     else ((m_light, s_top, s_P),))
+            slow_occ = occ if occ > 0.0 and 1 < P <= SLOW_PLACES + 1 else None
+            out = 0.0
+            for mk, top, ssum in kinds:
+                S, fill, tau_rest = replica_parts(mk, top, ssum, occ, slow_hop, n_slow)
+                out = max(out, S * fill + self._joint_cut(P, top, mk - S, tau_rest, ring_coef, exempt, slow_occ,
+                                                           n_slow))
+            return out + (ring_lat if exempt < P else 0.0)
 
         def replicas(occ: float, slow_hop: float = 0.0, desc: np.ndarray = self.speed_desc, n_slow: int = 1) -> float:
             # the busiest replica; and the one whose fastest device is slowest: the D
@@ -413,6 +546,58 @@ class ShapeBounds:
             k_big, k_one = min(2.0 * (D - 1), cring * N_big / A), min(2.0 * (D - 1), cring * self._n_min / A)
             return self.occ_min, z, k_big * z, k_one * z
 
+        def split_sites(mt: _Tiers, t: int, desc: np.ndarray, z: float, occ_z: float, hop_z: float,
+                        k_max: int, ring_big: float, floor: float) -> float:
+            """The mixed case of the merge tier (some replica and some ring cross
+            between the components, "sites", of tier t-1), split further. A ring
+            inside a site holds one device of every replica. (a) Some replica is
+            whole, in site C: every whole ring is in C too, and with k whole replicas
+            C holds k P + r (D - k) devices for r whole rings, so r <= r1; the other
+            rings cross. (b) No replica is whole: every replica has a slow link, and
+            r whole rings spread over c sites make every replica cross c - 1 times.
+            Each sub-case: one cut for the period and the crossing rings' heaviest
+            stage, the whole rings' stages free (formulations/exact.md §8). Returns
+            ``floor`` as soon as a sub-case shows it cannot do better than that."""
+            coef, lat = cring * z, ring_big - cring * N_big * z
+            sizes = np.sort(mt.sizes[t - 1])[::-1]
+            # the D P devices are pieces of replicas inside sites; with the fewest pieces
+            # the sites allow, D replicas cross (pieces - D) times in all, so one replica
+            # crosses at least the average (whatever the case)
+            n_some = min(P - 1, max(1, -(-(_fewest_segments(sizes, D * P, P) - D) // D)))
+            some = INF
+            if k_max >= 1:
+                big = int(sizes[0])
+                r1 = max((big - k * P) // (D - k) for k in range(1, k_max + 1))
+                r1 = min(P - 1, max(0, r1))       # some ring crosses
+                some = max(with_ring(desc, coef, lat, r1), with_ring(desc, coef, lat, r1, occ_z, hop_z, n_some, "some"))
+                if some <= floor:
+                    return floor
+            hold = np.cumsum(sizes // D)
+            none = INF
+            room = np.cumsum(sizes)
+            seen = -1
+            for c in range(0, len(hold) + 1):       # in this case some ring crosses: r < P
+                r = 0 if c == 0 else min(P - 1, int(hold[c - 1]))
+                if r == seen:         # more sites for as many rings only cost more crossings
+                    continue
+                seen = r
+                cross = max(1, c - 1)
+                if c >= 1:
+                    # the fewest whole rings that need c sites leave too little room there
+                    # for any replica to stay inside them: each also leaves them, c crossings
+                    r_lo = (int(hold[c - 2]) if c >= 2 else 0) + 1
+                    if int(room[c - 1]) - r_lo * D < P - r_lo:
+                        cross = c
+                case = with_ring(desc, coef, lat, r, occ_z, hop_z, min(P - 1, cross))
+                if n_some > cross and case < none:
+                    case = max(case, with_ring(desc, coef, lat, r, occ_z, hop_z, n_some, "some"))
+                none = min(none, case)
+                if none <= floor:
+                    return floor
+                if r >= P - 1:
+                    break
+            return min(some, none)
+
         def merge(kind: str) -> float:
             mt = tiers if kind == "bandwidth" else self.hop_tiers
             T_merge = INF
@@ -443,7 +628,13 @@ class ShapeBounds:
                     c = int(np.searchsorted(hold, P)) + 1
                     n_cross = min(P - 1, max(1, c - 1))
                     rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) if c <= len(hold) else INF)
-                    cases = [rep_cross + R0, base + ring_all]
+                    # every replica inside one component of tier t-1: not if they cannot hold
+                    # D disjoint P-sets
+                    every_ring = base + ring_all if int((mt.sizes[t - 1] // P).sum()) >= D else INF
+                    if kind == "bandwidth" and every_ring < T_merge:
+                        # one cut sets both the replicas' period and the rings' heaviest stage
+                        every_ring = max(every_ring, with_ring(desc, cring * z, ring_big - cring * N_big * z))
+                    cases = [rep_cross + R0, every_ring]
                     mixed = rep_one + ring_one
                     if kind == "bandwidth" and mixed < min(min(cases), T_merge):
                         # some replica is split but not every one: the whole ones all lie in
@@ -452,6 +643,8 @@ class ShapeBounds:
                         k_max = min(D - 1, int(mt.largest[t - 1]) // P)
                         f_s = W / float(desc[0]) + 2.0 * (P - 2) * hop + 2.0 * hop_z
                         mixed = max(rep_one, split_work(desc, k_max, f_s, occ_z)) + ring_one
+                        if mixed < min(min(cases), T_merge):
+                            mixed = split_sites(mt, t, desc, z, occ_z, hop_z, k_max, ring_big, mixed)
                     cases.append(mixed)
                 T_merge = min(T_merge, min(cases))
             return T_merge

@@ -204,6 +204,51 @@ def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, .
     return out
 
 
+def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, rounds: int = 60):
+    """Hill-climb the cuts of one plan: every move of one cut by 1 or 2 layers,
+    evaluated in one batch, the best taken while it improves the primary objective.
+    Constructive cuts follow speeds only; the slow links a grid has (their exposed
+    communication in the rows beside them, the rings' heaviest stage) move the best
+    cut, often by several layers. Returns (cuts, value); value inf if unacceptable."""
+    from . import objective as objmod
+    a = inst.arrays
+    P = len(cuts) - 1
+    grid, mb = np.asarray(grid, dtype=np.int64), np.asarray(mb, dtype=np.int64)
+
+    def values(cs: np.ndarray) -> np.ndarray:
+        r = ev(np.repeat(grid[None], len(cs), 0), cs, np.repeat(mb[None], len(cs), 0))
+        return np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf)
+    cur = np.asarray(cuts, dtype=np.int64)
+    best = float(values(cur[None])[0])
+    def moves(pairs: bool) -> np.ndarray:
+        """Every cut moved by 1 or 2 layers; with ``pairs``, every two cuts by 1 each
+        (a layer handed across a stage: single moves stall where the rows beside a
+        slow link and the heaviest ring pull one cut each way)."""
+        out = []
+        steps = [((j, d),) for j in range(1, P) for d in (-2, -1, 1, 2)]
+        if pairs:
+            steps = [((i, di), (j, dj)) for i in range(1, P) for j in range(i + 1, P) for di in (-1, 1) for dj in (-1, 1)]
+        for step in steps:
+            c = cur.copy()
+            for j, d in step:
+                c[j] += d
+            if np.all(np.diff(c) > 0):
+                out.append(c)
+        return np.array(out, dtype=np.int64).reshape(-1, P + 1)
+    pairs = False
+    for _ in range(rounds if P > 1 else 0):
+        cs = moves(pairs)
+        v = values(cs) if len(cs) else np.array([np.inf])
+        i = int(np.argmin(v))
+        if not v[i] < best * (1 - 1e-12):
+            if pairs or P > 16:
+                break
+            pairs = True
+            continue
+        cur, best, pairs = cs[i], float(v[i]), False
+    return cur, best
+
+
 CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "site-groups": site_groups,
                 "region-pure": region_pure, "node-mixed": node_mixed, "memory-aware": memory_aware}
 

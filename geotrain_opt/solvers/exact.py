@@ -105,6 +105,27 @@ def _constructive(inst: Instance, shapes, deadline: Deadline) -> tuple[dict, lis
     return best, plans
 
 
+def _polished(inst: Instance, shapes, deadline: Deadline, share: float) -> list[tuple[float, Plan]]:
+    """Every constructor's plan of each shape (promising shapes first), its cuts
+    hill-climbed (heuristics.polish_cuts), on at most ``share`` of the time limit.
+    A better incumbent closes more shapes by their bound: on DT-FM Case 2 the
+    node-mixed plan with polished cuts reaches its shape's bound (exact.md §8).
+    Only the incumbent takes them: units and shape order stay those of EXACT_SEEDS."""
+    from ..heuristics import CONSTRUCTORS, polish_cuts
+    out = []
+    stop = deadline.elapsed + share * deadline.seconds
+    for D, P in shapes:
+        ev = BatchEvaluator(inst)
+        for build in CONSTRUCTORS.values():
+            if deadline.elapsed > stop:
+                return out
+            grid, cuts, mb = build(inst, D, P)
+            cuts, v = polish_cuts(inst, ev, grid, cuts, mb)
+            if v < float("inf"):
+                out.append((v, Plan.from_indices(inst.ids, grid, cuts, mb)))
+    return out
+
+
 def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.BuildSpec, seconds: float,
                  opts: SolveOptions, hint: Plan | None) -> ShapeOutcome:
     """One model run whose building, too, ends with its slice of time: at
@@ -176,17 +197,29 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     obj = inst.objective
     # promising shapes first: their optima become cutoffs that prune the rest
     shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[1] * s[2], s[0]))
+    for c, v in enumerate(at):
+        for _val, p in _polished(v, [sh[1:] for sh in shapes if sh[0] == c], deadline, 0.1 / len(at)):
+            p = tagged(c, p)
+            ev = evaluate(inst, p)
+            if ev.acceptable:
+                inc.offer(p, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
     open_shapes: dict[tuple[int, int, int], float] = {}
     shape_values: dict[tuple[int, int, int], float] = {}
 
     def shape_floor(sh: tuple[int, int, int]) -> float:
         return max(sbound[sh].value, floors[sh[0]])
 
+    def reached(sh: tuple[int, int, int]) -> bool:
+        """The shape's bound is at the incumbent (to 1e-9): none of its plans is better.
+        An exact bound (the joint cut of §8 is exact for some plans) closes its shape."""
+        return bool(inc.key) and sbound[sh].value >= inc.key[0] * (1 - 1e-9)
+
     def attempt(sh: tuple[int, int, int], seconds: float) -> None:
         c, D, P = sh
         cutoff = inc.key[0] * (1 + 1e-9) if inc.key else None
-        if cutoff is not None and sbound[sh].value > cutoff:
-            # its bound is above the best plan: no model needed (formulations/exact.md §8)
+        if reached(sh):
+            # its bound reaches the best plan: no plan of it is better, no model needed
+            # (formulations/exact.md §8)
             log.append({**where(c), "D": D, "P": P, "status": "closed", "by": sbound[sh].by,
                         "bound": sbound[sh].value, "seconds": 0.0})
             open_shapes.pop(sh, None)
@@ -225,7 +258,7 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     # before the time is shared out (else their share went unused); a shape that
     # returns early leaves its time to a further round.
     for _round in range(3):
-        for sh in [sh for sh in open_shapes if inc.key and sbound[sh].value > inc.key[0] * (1 + 1e-9)]:
+        for sh in [sh for sh in open_shapes if reached(sh)]:
             attempt(sh, 0.0)
         todo = sorted(open_shapes, key=open_shapes.get)
         if not todo or deadline.expired:

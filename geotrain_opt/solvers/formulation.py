@@ -57,6 +57,8 @@ class Shape:
     units: list[list[int]] = field(default_factory=list)
     # the clock level of each unit (formulations/exact.md §3.8): a class at each of its clocks is one unit
     levels: list[int] = field(default_factory=list)
+    # whether twin classes are ordered by first use (§3.7): hints must be too
+    twins: bool = False
 
 
 def _identical_layers(inst: Instance) -> bool:
@@ -117,7 +119,7 @@ def build(inst: Instance, D: int, P: int, be: Backend, spec: BuildSpec | None = 
         part()
     return Shape(D, P, m.x, m.nl, m.y, m.mu, m.T, m.E_terms, m.obj_terms,
                  dict(t=m.t, lk=m.lk, oc=m.oc, tau=m.tau, ring=m.ring, Rmax=m.Rmax, eb=m.ebv, om=m.omv),
-                 m.unit_members, m.unit_level)
+                 m.unit_members, m.unit_level, bool(m.spec.classes and m.spec.symmetry))
 
 
 def _scaled(terms: Terms, s: float) -> Terms:
@@ -232,8 +234,20 @@ class _Model:
         # multiset in the same cyclic order): replica 0 holds the smallest stage-0 unit
         # (strictly smaller where a unit is one device: no two replicas share it)
         strict = 0 if classes else -1
+        twins = class_twins(self.inst) if classes and self.spec.symmetry else []
+        order = unit_order(len(U), twins)
         for k in range(1, D):
-            be.le([(float(u), x[u, 0, 0]) for u in U] + [(-float(u), x[u, k, 0]) for u in U], strict, 1.0)
+            be.le([(float(order[u]), x[u, 0, 0]) for u in U] + [(-float(order[u]), x[u, k, 0]) for u in U], strict, 1.0)
+        # twin classes (equal figures, sizes and links: the whole classes trade places,
+        # like DT-FM's identical nodes) are used in order of their first slot
+        # (formulations/exact.md §3.7): a twin holds a slot only if its predecessor
+        # holds an earlier one
+        slots = [(k, j) for k in K for j in J]
+        for group in twins:
+            for u1, u2 in zip(group, group[1:]):
+                for i, (k, j) in enumerate(slots):
+                    self.tick()
+                    be.le([(1.0, x[u2, k, j])] + [(-1.0, x[u1, kk, jj]) for kk, jj in slots[:i]], 0, 1.0)
         # interchangeable devices (same figures, same links to everyone): the used ones
         # form a prefix of their class and occupy slots in increasing order. Together
         # with the rotation rule this keeps one plan of every equivalence class
@@ -576,6 +590,56 @@ def _device_classes(inst: Instance) -> list[list[int]]:
     return classes
 
 
+def class_twins(inst: Instance) -> list[list[int]]:
+    """Groups (of two or more, in index order) of classes of :func:`device_classes`
+    that trade places as wholes without changing any cost: equal size, figures,
+    region and price, the same link inside each, the same link both ways between
+    them and the same links to every other class (DT-FM's 8 identical nodes).
+    Empty for instances with clocks, whose units are (class, clock) pairs."""
+    cached = inst._cache.get("class_twins")
+    if cached is not None:
+        return [list(g) for g in cached]
+    a = inst.arrays
+    classes = device_classes(inst)
+    groups: list[list[int]] = []
+    if not a.has_clocks:
+        key = [(len(c), a.speed[c[0]], a.mem_cap[c[0]], a.p_busy[c[0]], a.p_wait[c[0]], a.region[c[0]],
+                inst.devices[c[0]].price_per_hour) for c in classes]
+        mats = [_unit_links(m, classes) for m in (a.alpha, a.inv_beta, a.cross)]
+
+        def twins(u: int, v: int) -> bool:
+            if key[u] != key[v]:
+                return False
+            rest = [o for o in range(len(classes)) if o not in (u, v)]
+            return all(m[u, u] == m[v, v] and m[u, v] == m[v, u] and np.array_equal(m[u, rest], m[v, rest])
+                       and np.array_equal(m[rest, u], m[rest, v]) for m in mats)
+        for u in range(len(classes)):
+            for g in groups:
+                if twins(g[0], u):
+                    g.append(u)
+                    break
+            else:
+                groups.append([u])
+        groups = [g for g in groups if len(g) > 1]
+    inst._cache["class_twins"] = tuple(tuple(g) for g in groups)
+    return groups
+
+
+def unit_order(n_units: int, twins: list[list[int]]) -> list[int]:
+    """The position of each unit in the order the rotation rule compares: unit
+    index, but each twin group contiguous (at its least member), which the
+    validity of first-use ordering of twins needs (formulations/exact.md §3.7)."""
+    lead = list(range(n_units))
+    for g in twins:
+        for u in g:
+            lead[u] = g[0]
+    ranked = sorted(range(n_units), key=lambda u: (lead[u], u))
+    order = [0] * n_units
+    for pos, u in enumerate(ranked):
+        order[u] = pos
+    return order
+
+
 def interchangeable_classes(inst: Instance) -> list[list[int]]:
     """The classes of :func:`device_classes` with more than one device."""
     return [c for c in device_classes(inst) if len(c) > 1]
@@ -623,9 +687,24 @@ def hint_values(inst: Instance, shape: Shape, grid: np.ndarray,
         cls = {g: min(c) for c in shape.units for g in c}
         unit = {(min(c), lv): u for u, (c, lv) in enumerate(zip(shape.units, level_of))}
         ugrid = np.array([[unit[cls[int(g)], int(lv)] for g, lv in zip(gr, lr)] for gr, lr in zip(grid, levels)])
-        k0 = min(range(shape.D), key=lambda k: (int(ugrid[k, 0]), k))
-        ugrid = np.roll(ugrid, -k0, axis=0)
+        twins = class_twins(inst) if shape.twins else []
+        order = unit_order(len(shape.units), twins)
+        k0 = min(range(shape.D), key=lambda k: (order[int(ugrid[k, 0])], k))
+        ugrid = _twins_by_first_use(np.roll(ugrid, -k0, axis=0), twins)
     return [(var, int(ugrid[k][j] == u)) for (u, k, j), var in shape.x.items()]
+
+
+def _twins_by_first_use(ugrid: np.ndarray, twins: list[list[int]]) -> np.ndarray:
+    """Relabel each twin group so that its members are used in order of their first
+    slot (the rule of ``symmetry``); the classes are interchangeable, the cost is the same."""
+    out = ugrid.copy()
+    flat = [int(u) for u in ugrid.reshape(-1)]
+    for g in twins:
+        used = list(dict.fromkeys(u for u in flat if u in g))
+        rename = dict(zip(used + [u for u in g if u not in used], g))
+        for u_old, u_new in rename.items():
+            out[ugrid == u_old] = u_new
+    return out
 
 
 def read_plan(inst: Instance, shape: Shape, value) -> tuple[np.ndarray, list[int], list[int]]:
