@@ -282,6 +282,26 @@ def test_dtfm_bound_beats_the_compute_bound_and_memory_closes_shapes():
     assert sb(8, 8).value > 12.5 and sb(8, 7).value > best
 
 
+def test_polished_cuts_of_dtfm_case_2_meet_the_instance_bound():
+    """Two independent computations meet: the evaluator's time of the node-mixed plan
+    with hill-climbed cuts, and the bound over every shape. Their equality is Case 2's
+    optimality proof (the exact driver closes every shape by bound)."""
+    from geotrain_opt.heuristics import node_mixed, polish_cuts
+    inst = load_instance("instances/real/dtfm-2-datacenter-spot.yaml")
+    ev = BatchEvaluator(inst)
+    grid, cuts, mb = node_mixed(inst, 16, 4)
+    assert list(cuts) == [0, 6, 13, 19, 24]
+    start = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
+    assert start == pytest.approx(22.9498, abs=1e-4)
+    # the slow link between the two halves of a replica pulls both middle cuts one
+    # layer down: one pair move after the single moves stall
+    cuts2, v = polish_cuts(inst, ev, grid, cuts, mb)
+    assert list(cuts2) == [0, 5, 12, 19, 24]
+    assert v == pytest.approx(evaluate(inst, Plan.from_indices(inst.ids, grid, cuts2, mb)).time_s, rel=1e-12)
+    value, by = instance_bound(inst)
+    assert v == pytest.approx(value, rel=1e-9) and v < start
+
+
 def test_exact_closes_shapes_by_bound_and_keeps_the_optimum():
     inst = instance_from_dict(small(8, 0))
     res = get("cpsat")(inst, SolveOptions(time_limit_s=60, workers=1))
