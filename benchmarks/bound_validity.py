@@ -5,6 +5,10 @@ evaluated; no plan may beat its shape's bound. Prints the count of plans checked
 the violations (must be 0) and the tightest ratio bound / best plan per instance.
 
     python benchmarks/bound_validity.py [--perturb 64] [--geo 64,256]
+
+With ``--nodes N`` it checks instead every shape's bound against the brute-force
+optimum of that shape on the generated ``nodes`` instances of seeds 0..N-1 (nodes
+of 1-3 GPUs behind a slow network, where the joint cut and the split sites decide).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from geotrain_opt.evaluator import BatchEvaluator
 from geotrain_opt.generate import generate
 from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
 from geotrain_opt.instance import load_instance
+from geotrain_opt.solvers.bruteforce import enumerate_shape
 
 
 def check(name: str, inst, perturb: int, rng: np.random.Generator) -> tuple[int, int, float]:
@@ -73,12 +78,37 @@ def check(name: str, inst, perturb: int, rng: np.random.Generator) -> tuple[int,
     return checked, bad, tight
 
 
+def brute_force_check(seeds: int) -> int:
+    """Every shape of every ``nodes`` instance: bound <= the shape's brute-force optimum."""
+    shapes = raised = bad = 0
+    for seed in range(seeds):
+        inst = instance_from_dict(generate("nodes", 6, seed))
+        ev = BatchEvaluator(inst)
+        for (D, P), b in shape_bounds(inst).items():
+            best = np.inf
+            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
+                r = ev(grid, cuts, mb)
+                v = np.where(r.acceptable, objmod.primary(inst.objective, r.time_s, r.energy_j), np.inf)
+                best = min(best, float(v.min()))
+            shapes += 1
+            raised += b.by == "merge tier" and D > 1 and P > 1
+            if b.value > best * (1 + 1e-9):
+                bad += 1
+                print(f"  VIOLATION nodes-{seed} shape {D}x{P}: bound {b.value:.6g} > optimum {best:.6g} ({b.by})")
+    print(f"nodes seeds 0-{seeds - 1}: {shapes} shapes, {raised} decided by the merge tier (D, P > 1), "
+          f"{bad} bounds above their brute-force optimum")
+    return bad
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--perturb", type=int, default=64, help="random perturbations per shape")
     ap.add_argument("--geo", default="64,256", help="generated geo sizes to add")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--nodes", type=int, default=0, help="brute-force check on this many nodes instances instead")
     args = ap.parse_args()
+    if args.nodes:
+        raise SystemExit(1 if brute_force_check(args.nodes) else 0)
     rng = np.random.default_rng(args.seed)
     items = [(f.rsplit("/", 1)[-1].removesuffix(".yaml"), load_instance(f)) for f in sorted(glob.glob("instances/real/*.yaml"))]
     items += [(f"geo-{n}", instance_from_dict(generate("geo", int(n), 0))) for n in args.geo.split(",") if n]

@@ -305,28 +305,29 @@ class ShapeBounds:
         # for each Y candidate the layers stage j may hold with its parameters <= Y
         pc = np.clip(np.floor((Yc[:, None] - hn[None, :]) / p + 1e-9), 0, n_hi)
         Y = np.full(len(X), INF)
-
-        def fits(i: int, y: int) -> bool:
-            room = np.minimum(caps[i], pc[y])
+        rows = np.nonzero(ok)[0]
+        # every (X, Y) pair at once, in blocks of X (fits is monotone in both, so the
+        # least fitting Y of each X is the first True along Y)
+        block = max(1, 400_000 // max(1, len(Yc) * P))
+        for b0 in range(0, len(rows), block):
+            ix = rows[b0:b0 + block]
+            cap = caps[ix][:, None, :]
+            room = np.minimum(cap, pc[None, :, :])
             if exempt == 0:
-                return bool((room >= 1).all() and room.sum() >= L)
-            # exempt stages hold up to their row cap whatever their parameters: the
-            # stages that fit no layer under Y must be exempt, the rest go by gain
-            forced = room < 1
-            n_forced = int(forced.sum())
-            if n_forced > exempt:
-                return False
-            gain = caps[i] - room
-            extra = float(gain[forced].sum()) + float(np.sort(gain[~forced])[::-1][: exempt - n_forced].sum())
-            return bool(room.sum() + extra >= L)
-        # Y(X) falls as X grows: one pointer walks down the sorted Y candidates
-        y = len(Yc) - 1
-        for i in np.nonzero(ok)[0]:
-            if not fits(i, y):
-                continue
-            while y > 0 and fits(i, y - 1):
-                y -= 1
-            Y[i] = Yc[y]
+                fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
+            else:
+                # exempt stages hold up to their row cap whatever their parameters: the
+                # stages that fit no layer under Y must be exempt, the rest go by gain
+                forced = room < 1
+                n_forced = forced.sum(axis=2)
+                gain = cap - room
+                top = np.sort(np.where(forced, 0.0, gain), axis=2)[:, :, ::-1]
+                top = np.concatenate([np.zeros(top.shape[:2] + (1,)), np.cumsum(top, axis=2)], axis=2)
+                k = np.clip(exempt - n_forced, 0, P)
+                extra = np.where(forced, gain, 0.0).sum(axis=2) + np.take_along_axis(top, k[:, :, None], axis=2)[:, :, 0]
+                fit = (n_forced <= exempt) & (room.sum(axis=2) + extra >= L)
+            any_fit = fit.any(axis=1)
+            Y[ix[any_fit]] = Yc[fit.argmax(axis=1)[any_fit]]
         got = self._prof[key] = (X / s_top, Y)
         return got
 

@@ -11,6 +11,7 @@ from . import solvers
 from .calibrate import apply_calibration, calibrate, load_calibration, read_runs
 from .describe import describe_evaluation, describe_instance, table
 from .errors import GeoTrainError, InstanceError
+from .generate import FAMILIES
 from .evaluator import evaluate
 from .instance import OBJECTIVES, Instance, load_instance
 from .outputs import OutputError, check_writable
@@ -566,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the model's size as JSON")
     p.set_defaults(fn=cmd_export_model)
     p = sub.add_parser("generate", help="write a generated instance (same family, GPUs, seed: same bytes)")
-    p.add_argument("--family", required=True, help="tiny, small or geo")
+    p.add_argument("--family", required=True, help=", ".join(FAMILIES))
     p.add_argument("--gpus", type=_number(1, 16384, integer=True), required=True)
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", help="file to write (default: standard output)")

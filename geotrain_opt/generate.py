@@ -22,7 +22,7 @@ import yaml
 from .errors import GeoTrainError
 from .regions import CITIES, great_circle_km
 
-FAMILIES = ("tiny", "small", "geo", "mixed-power", "memory-tight")
+FAMILIES = ("tiny", "small", "geo", "mixed-power", "memory-tight", "nodes")
 FIBRE_KM_PER_MS = 200.0 / 1.5   # light in fibre ~200 km/ms, routes ~1.5x the great circle
 TCP_WINDOW_BYTES = 2.5e6        # single-stream rate x RTT ~ 2.3-2.7 MB
 STREAMS = 8                     # parallel streams a trainer opens per link
@@ -206,15 +206,43 @@ def memory_tight(n: int, seed: int) -> dict[str, Any]:
     return d
 
 
+def nodes(n: int, seed: int) -> dict[str, Any]:
+    """Two to three nodes of 1-3 devices (at most ``n``) behind one slow network: the
+    sites of the joint-cut and split-site bounds, small enough for brute force on
+    every shape (tests/test_classes_bounds.py, benchmarks/bound_validity.py --nodes)."""
+    rng = np.random.default_rng(seed)
+    sizes = [int(s) for s in rng.choice([1, 2, 3], size=int(rng.integers(2, 4)))]
+    while sum(sizes) > n:
+        sizes.pop()
+    if sum(sizes) < 4:
+        sizes = [2, 2] if seed % 2 else [3, 1]
+    types = {"t0": {"peak_tflops": 100.0, "efficiency": 0.5, "memory_gib": 40.0, "busy_w": 300.0, "wait_w": 60.0},
+             "t1": {"peak_tflops": 60.0, "efficiency": 0.5, "memory_gib": 40.0, "busy_w": 200.0, "wait_w": 50.0}}
+    devices = [{"id": f"g{k}-{i}", "type": "t0" if (seed + k) % 3 else "t1", "region": "r0", "node": f"n{k}"}
+               for k, size in enumerate(sizes) for i in range(size)]
+    layers = int(rng.integers(3, 7))
+    return {"name": f"nodes-{seed}",
+            "model": {"layers": layers, "hidden": 1024, "heads": 8, "seq_len": 512, "vocab": 8000,
+                      "global_batch": int(rng.choice([4, 6, 12])), "micro_batch": 1, "recompute": "full"},
+            "gpu_types": types, "devices": devices,
+            "network": {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
+                        "intra_region": {"latency_ms": float(rng.choice([0.0, 2.0])),
+                                         "bandwidth_gbps": float(rng.choice([1.0, 5.0, 25.0]))}},
+            "energy": {"net_j_per_byte": 0.0},
+            "options": {"schedule": ("gpipe", "1f1b")[seed % 2], "batch_split": ("uniform", "free")[(seed // 2) % 2],
+                        "exposed_comm": (0.0, 0.5, 1.0)[seed % 3], "accumulation_steps": 1 + seed % 2},
+            "objective": {"kind": "time"}}
+
+
 def generate(family: str, n: int, seed: int) -> dict[str, Any]:
-    ranges = {"tiny": (2, 6), "small": (4, 16), "geo": (16, 4096), "mixed-power": (4, 64), "memory-tight": (4, 64)}
+    ranges = {"tiny": (2, 6), "small": (4, 16), "geo": (16, 4096), "mixed-power": (4, 64), "memory-tight": (4, 64), "nodes": (4, 9)}
     if family not in ranges:
         raise GeoTrainError(f"generate: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     lo, hi = ranges[family]
     if not lo <= n <= hi:
         raise GeoTrainError(f"generate: --gpus for family {family} must be in {lo}..{hi}, got {n}")
     return {"tiny": tiny, "small": small, "geo": geo, "mixed-power": mixed_power,
-            "memory-tight": memory_tight}[family](n, seed)
+            "memory-tight": memory_tight, "nodes": nodes}[family](n, seed)
 
 
 def to_yaml(d: dict[str, Any]) -> str:

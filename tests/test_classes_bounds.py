@@ -336,30 +336,7 @@ def test_solve_and_verify_report_the_certified_gap(tmp_path, capsys):
 
 
 def _node_instance(seed: int) -> dict:
-    """Nodes of 1-3 devices behind a slow network (the sites of the joint cut and
-    split-site bounds), small enough for brute force on every shape."""
-    rng = np.random.default_rng(seed)
-    sizes = [int(s) for s in rng.choice([1, 2, 3], size=int(rng.integers(2, 4)))]
-    while sum(sizes) > 6:
-        sizes.pop()
-    if sum(sizes) < 4:
-        sizes = [2, 2] if seed % 2 else [3, 1]
-    types = {"t0": {"peak_tflops": 100.0, "efficiency": 0.5, "memory_gib": 40.0, "busy_w": 300.0, "wait_w": 60.0},
-             "t1": {"peak_tflops": 60.0, "efficiency": 0.5, "memory_gib": 40.0, "busy_w": 200.0, "wait_w": 50.0}}
-    devices = [{"id": f"g{n}-{i}", "type": "t0" if (seed + n) % 3 else "t1", "region": "r0", "node": f"n{n}"}
-               for n, size in enumerate(sizes) for i in range(size)]
-    layers = int(rng.integers(3, 7))
-    return {"name": f"nodes-{seed}",
-            "model": {"layers": layers, "hidden": 1024, "heads": 8, "seq_len": 512, "vocab": 8000,
-                      "global_batch": int(rng.choice([4, 6, 12])), "micro_batch": 1, "recompute": "full"},
-            "gpu_types": types, "devices": devices,
-            "network": {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
-                        "intra_region": {"latency_ms": float(rng.choice([0.0, 2.0])),
-                                         "bandwidth_gbps": float(rng.choice([1.0, 5.0, 25.0]))}},
-            "energy": {"net_j_per_byte": 0.0},
-            "options": {"schedule": ("gpipe", "1f1b")[seed % 2], "batch_split": ("uniform", "free")[(seed // 2) % 2],
-                        "exposed_comm": (0.0, 0.5, 1.0)[seed % 3], "accumulation_steps": 1 + seed % 2},
-            "objective": {"kind": "time"}}
+    return generate("nodes", 6, seed)
 
 
 def test_joint_cut_and_split_site_bounds_below_brute_force_on_node_clusters():

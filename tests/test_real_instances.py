@@ -95,7 +95,7 @@ def test_describe_cli_on_real_instance():
     assert ["virginia", "-", "ohio", "11", "1.12"] in rows
 
 
-@pytest.mark.parametrize("family,n", [("tiny", 4), ("small", 10), ("geo", 64), ("mixed-power", 8), ("memory-tight", 8)])
+@pytest.mark.parametrize("family,n", [("tiny", 4), ("small", 10), ("geo", 64), ("mixed-power", 8), ("memory-tight", 8), ("nodes", 6)])
 def test_generated_families_are_byte_reproducible(family, n):
     assert family in FAMILIES
     a, b = to_yaml(generate(family, n, 5)), to_yaml(generate(family, n, 5))
