@@ -42,6 +42,7 @@ INF = float("inf")
 # in its stage rows (as many links as that allows; the rest count in the cut-free
 # period terms and the fill only)
 SLOW_PLACES = 40
+ISOLATED_SETS = 256      # placements of the whole rings' stages tried by the full-sites bound
 
 
 @dataclass(frozen=True)
@@ -270,12 +271,13 @@ class ShapeBounds:
             self._uniform = bool(np.allclose(self._wl, self._wl[0]) and np.allclose(self._pl, self._pl[0]))
         return self._uniform
 
-    def _cut_fronts(self, P: int, s_top: float, exempt: int = 0,
+    def _cut_fronts(self, P: int, s_top: float, exempt: int | tuple[int, ...] = 0,
                     slow: tuple[tuple[int, ...], float] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """For identical layers: each candidate largest stage row X (seconds on speed
         s_top; a value some stage's row takes) and the least largest stage parameter
         count Y(X), over the cuts whose rows are all <= X, of the stages other than
-        ``exempt`` freely chosen ones (inf where no cut fits). A row is t_j + 2 kappa
+        ``exempt`` freely chosen ones, or than the stages ``exempt`` names where it is
+        a tuple (inf where no cut fits). A row is t_j + 2 kappa
         (o_{j-1} + o_j) with every link busy occ_min, except the links ``slow[0]`` (link
         i between stages i and i+1), busy slow[1]. Y is non-increasing in X."""
         key = ("front", P, s_top, exempt, slow)
@@ -313,7 +315,10 @@ class ShapeBounds:
             ix = rows[b0:b0 + block]
             cap = caps[ix][:, None, :]
             room = np.minimum(cap, pc[None, :, :])
-            if exempt == 0:
+            if isinstance(exempt, tuple):
+                room[:, :, list(exempt)] = cap[:, :, list(exempt)]
+                fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
+            elif exempt == 0:
                 fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
             else:
                 # exempt stages hold up to their row cap whatever their parameters: the
@@ -332,18 +337,21 @@ class ShapeBounds:
         return got
 
     def _joint_cut(self, P: int, s_top: float, steady: float, tau_rest: float, ring_coef: float,
-                   exempt: int = 0, slow_occ: float | None = None, n_slow: int = 1) -> float:
+                   exempt: int | tuple[int, ...] = 0, slow_occ: float | None = None, n_slow: int = 1,
+                   at: tuple[int, ...] | None = None) -> float:
         """Least, over the cuts, of steady * max(tau_rest, largest row) + ring_coef *
         largest stage parameter count (of all stages but ``exempt`` ones): the period
         and the ring of one plan come from the same cut (bounding them apart lets each
         pick its own best cut). ``slow_occ``: n_slow links (at most two placed,
-        anywhere) are busy that long per message. For identical layers; otherwise the
-        separate bound (a relaxation of this one)."""
+        anywhere) are busy that long per message, or the links ``at`` if given. For
+        identical layers; otherwise the separate bound (a relaxation of this one)."""
         if not self._uniform_layers():
             heavy = self._heaviest(P) if exempt == 0 else 0.0
             return steady * max(tau_rest, self._busiest_row(P, s_top)) + ring_coef * heavy
         places: list = [None]
-        if slow_occ is not None and P > 1:
+        if slow_occ is not None and at is not None:
+            places = [(at, slow_occ)] if at else [None]
+        elif slow_occ is not None and P > 1:
             # as many of the slow links as SLOW_PLACES placements allow (at least one)
             k = min(n_slow, P - 1)
             while k > 1 and math.comb(P - 1, k) > SLOW_PLACES:
@@ -418,16 +426,31 @@ class ShapeBounds:
             return S, fill, max(W / s_sum, occ, rows, beside)
 
         def with_ring(desc: np.ndarray, ring_coef: float, ring_lat: float, exempt: int = 0, occ: float = 0.0,
-                      slow_hop: float = 0.0, n_slow: int = 1, which: str = "every") -> float:
+                      slow_hop: float = 0.0, n_slow: int = 1, which: str = "every", isolated: bool = False) -> float:
             """A replica plus a ring of ring_coef per parameter of its stage, with one
             cut for both (the least over the cuts of T_k + R): for ``every`` replica,
             the larger over the busiest and the slowest-topped one; for ``some``
             replica, one with the lightest load on the fastest devices. ``exempt``
             stages' rings are free; ``occ`` > 0: the replica has n_slow links that
-            slow (one of them, anywhere, in its stage rows when P is small)."""
+            slow (one of them, anywhere, in its stage rows when P is small).
+            ``isolated``: the exempt stages are some ``exempt`` positions whose
+            pipeline neighbours all lie in other sites (sites filled by their rings),
+            so the replica's slow links are exactly the links beside them, for the
+            least over those positions."""
             s_top, s_Dth, s_P = float(desc[0]), float(desc[D - 1]), float(desc[:P].sum())
             kinds = (((m, s_top, s_P), (m_light, s_Dth, min(P * s_Dth, s_P))) if which == "every"
                      else ((m_light, s_top, s_P),))
+            if isolated:
+                best = INF
+                for ex in itertools.combinations(range(P), exempt):
+                    links = tuple(i for i in range(P - 1) if i in ex or i + 1 in ex)
+                    out = 0.0
+                    for mk, top, ssum in kinds:
+                        S, fill, tau_rest = replica_parts(mk, top, ssum, occ, slow_hop, len(links))
+                        out = max(out, S * fill + self._joint_cut(P, top, mk - S, tau_rest, ring_coef, ex, occ,
+                                                                   at=links))
+                    best = min(best, out)
+                return best + (ring_lat if exempt < P else 0.0)
             slow_occ = occ if occ > 0.0 and 1 < P <= SLOW_PLACES + 1 else None
             out = 0.0
             for mk, top, ssum in kinds:
@@ -574,6 +597,7 @@ class ShapeBounds:
                 if some <= floor:
                     return floor
             hold = np.cumsum(sizes // D)
+            one_ring = bool(sizes[0] < 2 * D)        # no site holds two whole rings
             none = INF
             room = np.cumsum(sizes)
             seen = -1
@@ -592,6 +616,13 @@ class ShapeBounds:
                 case = with_ring(desc, coef, lat, r, occ_z, hop_z, min(P - 1, cross))
                 if n_some > cross and case < none:
                     case = max(case, with_ring(desc, coef, lat, r, occ_z, hop_z, n_some, "some"))
+                if r >= 1 and one_ring and case < none and math.comb(P, r) <= ISOLATED_SETS:
+                    # each whole ring fills its own site but for `spare` devices: a replica
+                    # with none of them has every neighbour of its whole-ring stages elsewhere
+                    spare = int((sizes[:r] - D).sum())
+                    if spare < D:
+                        case = max(case, with_ring(desc, coef, lat, r, occ_z, hop_z,
+                                                   which="every" if spare == 0 else "some", isolated=True))
                 none = min(none, case)
                 if none <= floor:
                     return floor

@@ -105,7 +105,7 @@ def _constructive(inst: Instance, shapes, deadline: Deadline) -> tuple[dict, lis
     return best, plans
 
 
-def _polished(inst: Instance, shapes, deadline: Deadline, share: float) -> list[tuple[float, Plan]]:
+def _polished(inst: Instance, shapes, deadline: Deadline, share: float) -> list[tuple[float, tuple[int, int], Plan]]:
     """Every constructor's plan of each shape (promising shapes first), its cuts
     hill-climbed (heuristics.polish_cuts), on at most ``share`` of the time limit.
     A better incumbent closes more shapes by their bound: on DT-FM Case 2 the
@@ -122,7 +122,7 @@ def _polished(inst: Instance, shapes, deadline: Deadline, share: float) -> list[
             grid, cuts, mb = build(inst, D, P)
             cuts, v = polish_cuts(inst, ev, grid, cuts, mb)
             if v < float("inf"):
-                out.append((v, Plan.from_indices(inst.ids, grid, cuts, mb)))
+                out.append((v, (D, P), Plan.from_indices(inst.ids, grid, cuts, mb)))
     return out
 
 
@@ -197,14 +197,18 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     obj = inst.objective
     # promising shapes first: their optima become cutoffs that prune the rest
     shapes.sort(key=lambda s: (shape_guess.get(s, float("inf")), s[1] * s[2], s[0]))
+    open_shapes: dict[tuple[int, int, int], float] = {}
+    # the best plan found in each shape: where the optimum lies (the tie-break refines
+    # those shapes, even when their bound closed them before any model ran)
+    shape_values: dict[tuple[int, int, int], float] = {}
     for c, v in enumerate(at):
-        for _val, p in _polished(v, [sh[1:] for sh in shapes if sh[0] == c], deadline, 0.1 / len(at)):
+        for _val, (D, P), p in _polished(v, [sh[1:] for sh in shapes if sh[0] == c], deadline, 0.1 / len(at)):
             p = tagged(c, p)
             ev = evaluate(inst, p)
             if ev.acceptable:
                 inc.offer(p, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
-    open_shapes: dict[tuple[int, int, int], float] = {}
-    shape_values: dict[tuple[int, int, int], float] = {}
+                val = float(objmod.of(obj, ev)[0])
+                shape_values[c, D, P] = min(shape_values.get((c, D, P), val), val)
 
     def shape_floor(sh: tuple[int, int, int]) -> float:
         return max(sbound[sh].value, floors[sh[0]])
@@ -239,7 +243,8 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
             ev = evaluate(inst, plan)
             if ev.acceptable:
                 inc.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
-                shape_values[sh] = float(objmod.of(obj, ev)[0])
+                val = float(objmod.of(obj, ev)[0])
+                shape_values[sh] = min(shape_values.get(sh, val), val)
         if out.status in ("feasible", "unknown"):
             # the model's bound, but never below the shape's own bound (bounds.py)
             open_shapes[sh] = max(out.bound, shape_floor(sh)) if out.bound is not None else shape_floor(sh)
@@ -314,8 +319,9 @@ def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> S
     stats = {"shapes": n_shapes, "shape_log": log, "tie_break": tie_break, "model": model,
              "units": len(formulation.device_classes(inst)) if model == "classes" else inst.n}
     if inst.has_choices:
-        # per choice: the best plan a model found there (None: it fits nowhere, or the
-        # cutoff closed every shape of it) and whether shapes of it were left open
+        # per choice: the best plan found there, by a model or a polished constructive
+        # plan (None: it fits nowhere, or the cutoff closed every shape of it) and
+        # whether shapes of it were left open
         stats["choices"] = [
             {**where(c), "objective_value": min((v for sh, v in shape_values.items() if sh[0] == c), default=None),
              "open": sum(1 for sh in open_shapes if sh[0] == c)} for c in range(len(chosen))]
