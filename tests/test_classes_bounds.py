@@ -305,6 +305,21 @@ def test_polished_cuts_of_dtfm_case_2_meet_the_instance_bound():
     assert v == pytest.approx(value, rel=1e-9) and v < start
 
 
+@pytest.mark.parametrize("engine", ["cpsat", "milp"])
+@pytest.mark.parametrize("case,optimum", [("dtfm-1-datacenter-ondemand", 12.66461796466688),
+                                          ("dtfm-2-datacenter-spot", 21.74124716720128)])
+def test_dtfm_64_gpu_cases_are_proved_by_their_bounds(case, optimum, engine):
+    """DT-FM's 64-GPU Cases 1 and 2: the polished constructive plans reach the
+    bound of their shape and every other shape's bound is no lower, so both engines
+    prove the optimum without solving a model (about 6 s each, mostly the bounds)."""
+    inst = load_instance(f"instances/real/{case}.yaml")
+    res = get(engine)(inst, SolveOptions(time_limit_s=60, workers=2))
+    assert res.status == "optimal" and res.objective_value == pytest.approx(optimum, rel=1e-9)
+    assert evaluate(inst, res.plan).time_s == pytest.approx(optimum, rel=1e-9)
+    assert all(s["status"] == "closed" for s in res.stats["shape_log"])
+    assert res.best_bound == pytest.approx(optimum, rel=1e-9)
+
+
 def test_exact_closes_shapes_by_bound_and_keeps_the_optimum():
     inst = instance_from_dict(small(8, 0))
     res = get("cpsat")(inst, SolveOptions(time_limit_s=60, workers=1))
