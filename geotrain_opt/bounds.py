@@ -145,10 +145,12 @@ class _Tiers:
         lo, hi = (i, k) if i <= k else (k, i)
         need_lo = need_i if i <= k else need_k
         lab_lo, lab_hi, size_hi = self.labels[lo], self.labels[hi], self.sizes[hi]
-        big_lo = np.nonzero(self.sizes[lo] >= need_lo)[0]        # labels of components large enough
-        if len(big_lo) == 0:
+        # the devices of the lower tier's large enough components, and their components
+        # at the higher tier (labels are per device: a component's label is no device)
+        in_big = np.nonzero(self.sizes[lo][lab_lo] >= need_lo)[0]
+        if len(in_big) == 0:
             return False
-        return bool((size_hi[lab_hi[big_lo]] >= together).any())
+        return bool((size_hi[lab_hi[in_big]] >= together).any())
 
 
 def link_tiers(inst: "Instance", weight: str = "bandwidth") -> _Tiers:
@@ -553,10 +555,11 @@ class ShapeBounds:
         # different ones and every ring (one device per replica) has such a link; if
         # every ring does, every replica has one; otherwise some replica and some ring
         # have one (that ring still carries a stage of at least one layer).
-        R0 = 0.0
+        R0 = b1 = ring_lat1 = 0.0
         if D > 1:
             b1 = float(lv[min(tiers.first_fit(D), len(lv) - 1)])
-            R0 = max(ring_s, cring * N_big * b1 + 2.0 * (D - 1) * self._slow_link(b1)[0])
+            ring_lat1 = 2.0 * (D - 1) * self._slow_link(b1)[0]
+            R0 = max(ring_s, cring * N_big * b1 + ring_lat1)
 
         def penalties(kind: str, z: float) -> tuple[float, float, float, float]:
             """(occupancy, hop, ring with the heaviest stage, ring with one layer) of a
@@ -630,6 +633,38 @@ class ShapeBounds:
                     break
             return min(some, none)
 
+        def rings_inside(mt: _Tiers, kind: str, t: int, desc: np.ndarray, base: float, occ_z: float,
+                         hop_z: float) -> float:
+            """Every ring inside one component of tier t-1, split by the least tier y
+            whose components hold every ring: the rings lie in at least c_y of them
+            (the fewest that hold P disjoint D-sets), so each replica, with a device in
+            every ring, crosses c_y - 1 times between them, over links no faster than
+            tier y+1 (components change only at the tiers); above the first tier that
+            holds a ring, some ring has a link of tier y. And the plan spans two
+            components of tier t-1, so each replica also crosses tier t once."""
+            lv = mt.levels
+            one = max(base, replicas(occ_z, hop_z, desc, 1))
+            y0 = mt.first_fit(D)
+            out = INF
+            for y in range(y0, t):
+                hold_y = np.cumsum(np.sort(mt.sizes[y] // D)[::-1])
+                c_y = int(np.searchsorted(hold_y, P)) + 1
+                if c_y > len(hold_y):
+                    continue
+                rep = one
+                if c_y >= 2:
+                    occ_y, hop_y, _big, _small = penalties(kind, float(lv[y + 1]))
+                    rep = max(rep, replicas(occ_y, hop_y, desc, min(P - 1, c_y - 1)))
+                ring = R0 if y == y0 else max(R0, penalties(kind, float(lv[y]))[3])
+                val = rep + ring
+                if kind == "bandwidth" and val < out:
+                    # one cut for the period (its slow links in the rows) and the rings,
+                    # each at least as slow as the first tier that holds a ring
+                    occ_n, hop_n = (occ_y, hop_y) if c_y >= 2 else (occ_z, hop_z)
+                    val = max(val, with_ring(desc, cring * b1, ring_lat1, 0, occ_n, hop_n, min(P - 1, max(1, c_y - 1))))
+                out = min(out, val)
+            return out
+
         def merge(kind: str) -> float:
             mt = tiers if kind == "bandwidth" else self.hop_tiers
             T_merge = INF
@@ -659,14 +694,16 @@ class ShapeBounds:
                     hold = np.cumsum(np.sort(mt.sizes[t - 1] // D)[::-1])
                     c = int(np.searchsorted(hold, P)) + 1
                     n_cross = min(P - 1, max(1, c - 1))
-                    rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) if c <= len(hold) else INF)
+                    rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) + R0 if c <= len(hold) else INF)
+                    if rep_cross < T_merge:
+                        rep_cross = max(rep_cross, rings_inside(mt, kind, t, desc, base, occ_z, hop_z))
                     # every replica inside one component of tier t-1: not if they cannot hold
                     # D disjoint P-sets
                     every_ring = base + ring_all if int((mt.sizes[t - 1] // P).sum()) >= D else INF
                     if kind == "bandwidth" and every_ring < T_merge:
                         # one cut sets both the replicas' period and the rings' heaviest stage
                         every_ring = max(every_ring, with_ring(desc, cring * z, ring_big - cring * N_big * z))
-                    cases = [rep_cross + R0, every_ring]
+                    cases = [rep_cross, every_ring]
                     mixed = rep_one + ring_one
                     if kind == "bandwidth" and mixed < min(min(cases), T_merge):
                         # some replica is split but not every one: the whole ones all lie in

@@ -207,9 +207,9 @@ def memory_tight(n: int, seed: int) -> dict[str, Any]:
 
 
 def nodes(n: int, seed: int) -> dict[str, Any]:
-    """Two to three nodes of 1-3 devices (at most ``n``) behind one slow network: the
-    sites of the joint-cut and split-site bounds, small enough for brute force on
-    every shape (tests/test_classes_bounds.py, benchmarks/bound_validity.py --nodes)."""
+    """Two to three nodes of 1-3 devices (at most ``n``) behind slow networks, in one
+    to three regions: the sites of the joint-cut and split-site bounds and up to
+    three link tiers, small enough for brute force on every shape (tests/test_classes_bounds.py, benchmarks/bound_validity.py --nodes)."""
     rng = np.random.default_rng(seed)
     sizes = [int(s) for s in rng.choice([1, 2, 3], size=int(rng.integers(2, 4)))]
     while sum(sizes) > n:
@@ -218,16 +218,22 @@ def nodes(n: int, seed: int) -> dict[str, Any]:
         sizes = [2, 2] if seed % 2 else [3, 1]
     types = {"t0": {"peak_tflops": 100.0, "efficiency": 0.5, "memory_gib": 40.0, "busy_w": 300.0, "wait_w": 60.0},
              "t1": {"peak_tflops": 60.0, "efficiency": 0.5, "memory_gib": 40.0, "busy_w": 200.0, "wait_w": 50.0}}
-    devices = [{"id": f"g{k}-{i}", "type": "t0" if (seed + k) % 3 else "t1", "region": "r0", "node": f"n{k}"}
-               for k, size in enumerate(sizes) for i in range(size)]
+    # one to three regions (nodes dealt round-robin): a third link tier between regions
+    n_regions = min(len(sizes), 1 + seed % 3)
+    devices = [{"id": f"g{k}-{i}", "type": "t0" if (seed + k) % 3 else "t1", "region": f"r{k % n_regions}",
+                "node": f"n{k}"} for k, size in enumerate(sizes) for i in range(size)]
     layers = int(rng.integers(3, 7))
+    inter = [{"a": f"r{i}", "b": f"r{j}", "latency_ms": float(rng.choice([0.0, 5.0, 40.0])),
+              "bandwidth_gbps": float(rng.choice([0.5, 1.0, 2.0]))}
+             for i in range(n_regions) for j in range(i + 1, n_regions)]
     return {"name": f"nodes-{seed}",
             "model": {"layers": layers, "hidden": 1024, "heads": 8, "seq_len": 512, "vocab": 8000,
                       "global_batch": int(rng.choice([4, 6, 12])), "micro_batch": 1, "recompute": "full"},
             "gpu_types": types, "devices": devices,
             "network": {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
                         "intra_region": {"latency_ms": float(rng.choice([0.0, 2.0])),
-                                         "bandwidth_gbps": float(rng.choice([1.0, 5.0, 25.0]))}},
+                                         "bandwidth_gbps": float(rng.choice([1.0, 5.0, 25.0]))},
+                        **({"inter_region": inter} if inter else {})},
             "energy": {"net_j_per_byte": 0.0},
             "options": {"schedule": ("gpipe", "1f1b")[seed % 2], "batch_split": ("uniform", "free")[(seed // 2) % 2],
                         "exposed_comm": (0.0, 0.5, 1.0)[seed % 3], "accumulation_steps": 1 + seed % 2},
