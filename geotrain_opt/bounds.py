@@ -340,16 +340,24 @@ class ShapeBounds:
 
     def _joint_cut(self, P: int, s_top: float, steady: float, tau_rest: float, ring_coef: float,
                    exempt: int | tuple[int, ...] = 0, slow_occ: float | None = None, n_slow: int = 1,
-                   at: tuple[int, ...] | None = None) -> float:
-        """Least, over the cuts, of steady * max(tau_rest, largest row) + ring_coef *
-        largest stage parameter count (of all stages but ``exempt`` ones): the period
-        and the ring of one plan come from the same cut (bounding them apart lets each
-        pick its own best cut). ``slow_occ``: n_slow links (at most two placed,
-        anywhere) are busy that long per message, or the links ``at`` if given. For
-        identical layers; otherwise the separate bound (a relaxation of this one)."""
+                   at: tuple[int, ...] | None = None, ring_lat: float = 0.0,
+                   fast: tuple[float, float] = (0.0, 0.0)) -> float:
+        """Least, over the cuts, of steady * max(tau_rest, largest row) + the ring:
+        ring_coef * largest stage parameter count (of all stages but ``exempt`` ones)
+        + ring_lat, and at least fast[0] * largest of all stages + fast[1] (an exempt
+        stage's ring stays inside a site, not free: no ring is faster than the fastest
+        tier that holds one). The period and the ring of one plan come from the same
+        cut (bounding them apart lets each pick its own best cut); the two ring terms
+        each take their own least (a relaxation). ``slow_occ``: n_slow links (at most
+        two placed, anywhere) are busy that long per message, or the links ``at`` if
+        given. For identical layers; otherwise the separate bound (a relaxation)."""
+        has_exempt = exempt != 0 and (not isinstance(exempt, tuple) or len(exempt) > 0)
+        n_ex = len(exempt) if isinstance(exempt, tuple) else exempt
         if not self._uniform_layers():
-            heavy = self._heaviest(P) if exempt == 0 else 0.0
-            return steady * max(tau_rest, self._busiest_row(P, s_top)) + ring_coef * heavy
+            heavy = self._heaviest(P)
+            ring = max(ring_coef * heavy + ring_lat if not has_exempt else (ring_lat if n_ex < P else 0.0),
+                       fast[0] * heavy + fast[1])
+            return steady * max(tau_rest, self._busiest_row(P, s_top)) + ring
         places: list = [None]
         if slow_occ is not None and at is not None:
             places = [(at, slow_occ)] if at else [None]
@@ -362,7 +370,12 @@ class ShapeBounds:
         best = INF
         for slow in places:
             X, Y = self._cut_fronts(P, s_top, exempt, slow)
-            best = min(best, float((steady * np.maximum(tau_rest, X) + ring_coef * Y).min()))
+            ring = ring_coef * Y + ring_lat if n_ex < P else np.zeros_like(Y)
+            if has_exempt and fast[0] > 0.0:
+                # every stage's ring at the fastest ring tier, on the same candidate rows
+                # (the rows do not depend on the exemption: the X lists are the same)
+                ring = np.maximum(ring, fast[0] * self._cut_fronts(P, s_top, 0, slow)[1] + fast[1])
+            best = min(best, float((steady * np.maximum(tau_rest, X) + ring).min()))
         return best
 
     def _memory_ok(self, D: int, P: int, q: int) -> bool:
@@ -433,7 +446,7 @@ class ShapeBounds:
             cut for both (the least over the cuts of T_k + R): for ``every`` replica,
             the larger over the busiest and the slowest-topped one; for ``some``
             replica, one with the lightest load on the fastest devices. ``exempt``
-            stages' rings are free; ``occ`` > 0: the replica has n_slow links that
+            stages' rings cross no slow link (they pay the fastest ring tier); ``occ`` > 0: the replica has n_slow links that
             slow (one of them, anywhere, in its stage rows when P is small).
             ``isolated``: the exempt stages are some ``exempt`` positions whose
             pipeline neighbours all lie in other sites (sites filled by their rings),
@@ -442,6 +455,7 @@ class ShapeBounds:
             s_top, s_Dth, s_P = float(desc[0]), float(desc[D - 1]), float(desc[:P].sum())
             kinds = (((m, s_top, s_P), (m_light, s_Dth, min(P * s_Dth, s_P))) if which == "every"
                      else ((m_light, s_top, s_P),))
+            fast = (cring * b1, ring_lat1)      # an exempt stage's ring: inside a site, not free
             if isolated:
                 best = INF
                 for ex in itertools.combinations(range(P), exempt):
@@ -450,16 +464,16 @@ class ShapeBounds:
                     for mk, top, ssum in kinds:
                         S, fill, tau_rest = replica_parts(mk, top, ssum, occ, slow_hop, len(links))
                         out = max(out, S * fill + self._joint_cut(P, top, mk - S, tau_rest, ring_coef, ex, occ,
-                                                                   at=links))
+                                                                   at=links, ring_lat=ring_lat, fast=fast))
                     best = min(best, out)
-                return best + (ring_lat if exempt < P else 0.0)
+                return best
             slow_occ = occ if occ > 0.0 and 1 < P <= SLOW_PLACES + 1 else None
             out = 0.0
             for mk, top, ssum in kinds:
                 S, fill, tau_rest = replica_parts(mk, top, ssum, occ, slow_hop, n_slow)
                 out = max(out, S * fill + self._joint_cut(P, top, mk - S, tau_rest, ring_coef, exempt, slow_occ,
-                                                           n_slow))
-            return out + (ring_lat if exempt < P else 0.0)
+                                                           n_slow, ring_lat=ring_lat, fast=fast))
+            return out
 
         def replicas(occ: float, slow_hop: float = 0.0, desc: np.ndarray = self.speed_desc, n_slow: int = 1) -> float:
             # the busiest replica; and the one whose fastest device is slowest: the D

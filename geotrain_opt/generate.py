@@ -208,8 +208,10 @@ def memory_tight(n: int, seed: int) -> dict[str, Any]:
 
 def nodes(n: int, seed: int) -> dict[str, Any]:
     """Two to three nodes of 1-3 devices (at most ``n``) behind slow networks, in one
-    to three regions: the sites of the joint-cut and split-site bounds and up to
-    three link tiers, small enough for brute force on every shape (tests/test_classes_bounds.py, benchmarks/bound_validity.py --nodes)."""
+    to three regions, or (every fourth seed) single-GPU machines in 2-3 regions: the
+    sites of the joint-cut and split-site bounds and up to three link tiers, small
+    enough for brute force on every shape (tests/test_classes_bounds.py,
+    benchmarks/bound_validity.py --nodes)."""
     rng = np.random.default_rng(seed)
     sizes = [int(s) for s in rng.choice([1, 2, 3], size=int(rng.integers(2, 4)))]
     while sum(sizes) > n:
@@ -226,18 +228,33 @@ def nodes(n: int, seed: int) -> dict[str, Any]:
     inter = [{"a": f"r{i}", "b": f"r{j}", "latency_ms": float(rng.choice([0.0, 5.0, 40.0])),
               "bandwidth_gbps": float(rng.choice([0.5, 1.0, 2.0]))}
              for i in range(n_regions) for j in range(i + 1, n_regions)]
-    return {"name": f"nodes-{seed}",
-            "model": {"layers": layers, "hidden": 1024, "heads": 8, "seq_len": 512, "vocab": 8000,
-                      "global_batch": int(rng.choice([4, 6, 12])), "micro_batch": 1, "recompute": "full"},
-            "gpu_types": types, "devices": devices,
-            "network": {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
-                        "intra_region": {"latency_ms": float(rng.choice([0.0, 2.0])),
-                                         "bandwidth_gbps": float(rng.choice([1.0, 5.0, 25.0]))},
-                        **({"inter_region": inter} if inter else {})},
-            "energy": {"net_j_per_byte": 0.0},
-            "options": {"schedule": ("gpipe", "1f1b")[seed % 2], "batch_split": ("uniform", "free")[(seed // 2) % 2],
-                        "exposed_comm": (0.0, 0.5, 1.0)[seed % 3], "accumulation_steps": 1 + seed % 2},
-            "objective": {"kind": "time"}}
+    d = {"name": f"nodes-{seed}",
+         "model": {"layers": layers, "hidden": 1024, "heads": 8, "seq_len": 512, "vocab": 8000,
+                   "global_batch": int(rng.choice([4, 6, 12])), "micro_batch": 1, "recompute": "full"},
+         "gpu_types": types, "devices": devices,
+         "network": {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
+                     "intra_region": {"latency_ms": float(rng.choice([0.0, 2.0])),
+                                      "bandwidth_gbps": float(rng.choice([1.0, 5.0, 25.0]))},
+                     **({"inter_region": inter} if inter else {})},
+         "energy": {"net_j_per_byte": 0.0},
+         "options": {"schedule": ("gpipe", "1f1b")[seed % 2], "batch_split": ("uniform", "free")[(seed // 2) % 2],
+                     "exposed_comm": (0.0, 0.5, 1.0)[seed % 3], "accumulation_steps": 1 + seed % 2},
+         "objective": {"kind": "time"}}
+    if seed % 4 == 3:
+        # DT-FM's Case 4 in small: single-GPU machines, 2-3 per region, where a ring
+        # inside a region is not free (a few Gbit/s) and the WAN is slower still
+        r2 = np.random.default_rng((seed, 1))
+        k, per = ((3, 2), (2, 3), (2, 2))[(seed // 4) % 3]
+        per = min(per, n // k)
+        d["devices"] = [{"id": f"g{r}-{i}", "type": "t0" if r2.random() < 0.7 else "t1", "region": f"r{r}",
+                         "node": f"n{r}-{i}"} for r in range(k) for i in range(per)]
+        d["network"] = {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
+                        "intra_region": {"latency_ms": float(r2.choice([0.0, 2.0])),
+                                         "bandwidth_gbps": float(r2.choice([2.0, 5.0, 10.0]))},
+                        "inter_region": [{"a": f"r{i}", "b": f"r{j}", "latency_ms": float(r2.choice([0.0, 10.0, 40.0])),
+                                          "bandwidth_gbps": float(r2.choice([0.5, 1.0, 1.5]))}
+                                         for i in range(k) for j in range(i + 1, k)]}
+    return d
 
 
 def generate(family: str, n: int, seed: int) -> dict[str, Any]:
