@@ -23,7 +23,7 @@ from geotrain_opt.evaluator import BatchEvaluator
 from geotrain_opt.generate import generate
 from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
 from geotrain_opt.instance import load_instance
-from geotrain_opt.solvers.bruteforce import enumerate_shape
+from geotrain_opt.solvers.bruteforce import shape_optimum
 
 
 def check(name: str, inst, perturb: int, rng: np.random.Generator) -> tuple[int, int, float]:
@@ -85,11 +85,7 @@ def brute_force_check(seeds: int) -> int:
         inst = instance_from_dict(generate("nodes", 6, seed))
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
-            best = np.inf
-            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
-                r = ev(grid, cuts, mb)
-                v = np.where(r.acceptable, objmod.primary(inst.objective, r.time_s, r.energy_j), np.inf)
-                best = min(best, float(v.min()))
+            best = shape_optimum(inst, D, P, ev)
             shapes += 1
             raised += b.by == "merge tier" and D > 1 and P > 1
             if b.value > best * (1 + 1e-9):

@@ -22,7 +22,7 @@ from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
 from geotrain_opt.instance import load_instance
 from geotrain_opt.plan import Plan
 from geotrain_opt.solvers import SolveOptions, formulation, get
-from geotrain_opt.solvers.bruteforce import enumerate_shape
+from geotrain_opt.solvers.bruteforce import shape_optimum
 from geotrain_opt.solvers.milp import PulpBackend
 
 
@@ -149,11 +149,7 @@ def test_every_shape_bound_is_below_the_shapes_brute_force_optimum(kind):
                 else inst0.with_options(kind=kind))
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
-            best = np.inf
-            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
-                r = ev(grid, cuts, mb)
-                v = np.where(r.acceptable, objmod.primary(inst.objective, r.time_s, r.energy_j), np.inf)
-                best = min(best, float(v.min()))
+            best = shape_optimum(inst, D, P, ev)
             assert b.value <= best * (1 + 1e-9), (seed, kind, D, P, b, best)
             checked += 1
             finite += np.isfinite(best)
@@ -205,10 +201,7 @@ def test_merge_tier_bounds_below_brute_force_on_multi_region_tiny_instances():
         inst = instance_from_dict(d)
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
-            best = np.inf
-            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
-                r = ev(grid, cuts, mb)
-                best = min(best, float(np.where(r.acceptable, r.time_s, np.inf).min()))
+            best = shape_optimum(inst, D, P, ev)
             assert b.value <= best * (1 + 1e-9), (seed, D, P, b, best)
             checked += 1
             tiers_used += b.by == "merge tier"
@@ -366,10 +359,7 @@ def test_joint_cut_and_split_site_bounds_below_brute_force_on_node_clusters():
         inst = instance_from_dict(_node_instance(seed))
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
-            best = np.inf
-            for grid, cuts, mb, _clk in enumerate_shape(inst, D, P):
-                r = ev(grid, cuts, mb)
-                best = min(best, float(np.where(r.acceptable, r.time_s, np.inf).min()))
+            best = shape_optimum(inst, D, P, ev)
             assert b.value <= best * (1 + 1e-9), (seed, D, P, b, best)
             checked += 1
             merge += b.by == "merge tier" and D > 1 and P > 1
@@ -392,10 +382,7 @@ def test_tier_components_joint_finds_a_component_by_its_devices():
     assert tiers.joint(0, 2, 0, 2, 3) and not tiers.joint(0, 2, 0, 2, 4)
     # the best 2x2 plan has a replica and a ring inside node n2; the bound stays below it
     # (it was 46 % above when joint read component numbers as devices)
-    ev = BatchEvaluator(inst)
-    best = min(float(np.where(r.acceptable, r.time_s, np.inf).min())
-               for r in (ev(g, c, m) for g, c, m, _k in enumerate_shape(inst, 2, 2)))
-    assert shape_bounds(inst)[2, 2].value <= best * (1 + 1e-9)
+    assert shape_bounds(inst)[2, 2].value <= shape_optimum(inst, 2, 2) * (1 + 1e-9)
 
 
 def _twin_nodes(seed: int) -> dict:

@@ -66,6 +66,18 @@ def enumerate_shape(inst: Instance, D: int, P: int):
                 yield grids[gi][ok], cuts[ci][ok], sp[si][ok], np.broadcast_to(clk, (int(ok.sum()), D, P))
 
 
+def shape_optimum(inst: Instance, D: int, P: int, ev: BatchEvaluator | None = None) -> float:
+    """The least primary objective over every acceptable plan of shape (D, P) (inf if
+    none): the ground truth the shape bounds are checked against."""
+    ev = ev or BatchEvaluator(inst)
+    best = np.inf
+    for grid, cuts, mb, clk in enumerate_shape(inst, D, P):
+        r = ev(grid, cuts, mb, clk)
+        v = np.where(r.acceptable, objmod.primary(inst.objective, r.time_s, r.energy_j), np.inf)
+        best = min(best, float(v.min()))
+    return best
+
+
 def clocks_of(inst: Instance, grid: np.ndarray, clk: np.ndarray | None) -> dict[str, float] | None:
     """The plan's ``clocks`` from slot levels (None: all at full clock)."""
     if clk is None:
