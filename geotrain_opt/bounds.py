@@ -654,8 +654,9 @@ class ShapeBounds:
             (the fewest that hold P disjoint D-sets), so each replica, with a device in
             every ring, crosses c_y - 1 times between them, over links no faster than
             tier y+1 (components change only at the tiers); above the first tier that
-            holds a ring, some ring has a link of tier y. And the plan spans two
-            components of tier t-1, so each replica also crosses tier t once."""
+            holds a ring, some ring has a link of tier y (every ring but the h that
+            fit inside components of tier y-1). And the plan spans two components of
+            tier t-1, so each replica also crosses tier t once."""
             lv = mt.levels
             one = max(base, replicas(occ_z, hop_z, desc, 1))
             y0 = mt.first_fit(D)
@@ -675,7 +676,15 @@ class ShapeBounds:
                     # one cut for the period (its slow links in the rows) and the rings,
                     # each at least as slow as the first tier that holds a ring
                     occ_n, hop_n = (occ_y, hop_y) if c_y >= 2 else (occ_z, hop_z)
-                    val = max(val, with_ring(desc, cring * b1, ring_lat1, 0, occ_n, hop_n, min(P - 1, max(1, c_y - 1))))
+                    n_cross = min(P - 1, max(1, c_y - 1))
+                    val = max(val, with_ring(desc, cring * b1, ring_lat1, 0, occ_n, hop_n, n_cross))
+                    if y > y0 and val < out:
+                        # at most h rings fit inside components of tier y-1; every other
+                        # ring has a link of tier y (and one cut places it)
+                        h = min(P - 1, int((mt.sizes[y - 1] // D).sum()))
+                        z_y = float(lv[y])
+                        lat_y = penalties(kind, z_y)[2] - cring * N_big * z_y
+                        val = max(val, with_ring(desc, cring * z_y, lat_y, h, occ_n, hop_n, n_cross))
                 out = min(out, val)
             return out
 
