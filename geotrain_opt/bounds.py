@@ -153,6 +153,53 @@ class _Tiers:
         return bool((size_hi[lab_hi[in_big]] >= together).any())
 
 
+class _Inside:
+    """The tiers below t inside one component C of tier t that joins two or more
+    components of tier t-1 (a plan whose merge tier is t lies in such a C): the
+    sizes and speeds of the components of each lower tier that lie in C."""
+
+    def __init__(self, tiers: _Tiers, t: int, members: np.ndarray, speed: np.ndarray) -> None:
+        self.levels = tiers.levels
+        self.members = members
+        self._speed = speed[members]
+        self._labels = [tiers.labels[y][members] for y in range(t)]
+        self.sizes = [np.unique(lab, return_counts=True)[1] for lab in self._labels]
+        self.sizes += [np.array([len(members)])] * (len(self.levels) - t)
+        self.largest = np.array([int(s.max()) for s in self.sizes])
+        self.desc = np.sort(self._speed)[::-1]
+        self._comps: dict[int, list[np.ndarray]] = {}
+        self.slots: dict[tuple[int, int, int], np.ndarray] = {}
+
+    def first_fit(self, size: int) -> int:
+        return int(np.searchsorted(self.largest, size))
+
+    def components(self, y: int) -> list[np.ndarray]:
+        """Speeds of each component of tier y < t inside C, fastest first."""
+        got = self._comps.get(y)
+        if got is None:
+            lab = self._labels[y]
+            order = np.lexsort((-self._speed, lab))
+            starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
+            got = self._comps[y] = [self._speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])]
+        return got
+
+
+def merged_components(inst: "Instance", tiers: _Tiers, t: int) -> list[_Inside]:
+    """The components of tier t >= 1 that join two or more of tier t-1, largest first."""
+    key = ("merged", id(tiers), t)
+    got = inst._cache.get(key)
+    if got is None:
+        lab, below = tiers.labels[t], tiers.labels[t - 1]
+        got = []
+        for c in np.unique(lab):
+            members = np.nonzero(lab == c)[0]
+            if len(np.unique(below[members])) >= 2:
+                got.append(_Inside(tiers, t, members, inst.arrays.speed))
+        got.sort(key=lambda v: -len(v.members))
+        inst._cache[key] = got
+    return got
+
+
 def link_tiers(inst: "Instance", weight: str = "bandwidth") -> _Tiers:
     """The instance's tier components by 1/beta (``bandwidth``) or by alpha + A/beta
     (``hop``), computed once: the bounds and the constructive seeds inside fast
@@ -221,13 +268,7 @@ class ShapeBounds:
         key = (kind, t, k)
         prof = self._prof.get(key)
         if prof is None:
-            comps = self._comp_speeds.get((kind, t))
-            if comps is None:     # each component's speeds, fastest first, largest components first
-                lab = tiers.labels[t]
-                order = np.lexsort((-self.a.speed, lab))
-                starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
-                comps = sorted((self.a.speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])), key=len, reverse=True)
-                self._comp_speeds[kind, t] = comps
+            comps = self._components(kind, tiers, t)
             prof = np.zeros(k)
             for sp in comps:
                 if len(sp) < k:
@@ -235,6 +276,58 @@ class ShapeBounds:
                 prof = np.maximum(prof, sp[:k])
             self._prof[key] = prof
         return prof
+
+    def _components(self, kind: str, tiers: _Tiers, t: int) -> list[np.ndarray]:
+        """Each component's speeds at tier t, fastest first, largest components first."""
+        comps = self._comp_speeds.get((kind, t))
+        if comps is None:
+            lab = tiers.labels[t]
+            order = np.lexsort((-self.a.speed, lab))
+            starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
+            comps = sorted((self.a.speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])), key=len, reverse=True)
+            self._comp_speeds[kind, t] = comps
+        return comps
+
+    def _ring_slots(self, view: _Inside, y: int, D: int, P: int) -> np.ndarray:
+        """Speeds u_1 >= ... >= u_P such that, when every ring lies inside one
+        component of tier y (of those in ``view``), some ordering of any replica's stages runs at most u:
+        a component holding r disjoint rings gives the i-th of them a fastest device
+        no faster than its own i-th fastest (the rings' maxima are distinct devices),
+        and a replica's device in a ring is no faster than the ring's fastest. Empty
+        if the components cannot hold P rings."""
+        key = (y, D, P)
+        got = view.slots.get(key)
+        if got is None:
+            offers = [sp[: len(sp) // D] for sp in view.components(y) if len(sp) >= D]
+            pool = np.sort(np.concatenate(offers))[::-1] if offers else np.zeros(0)
+            got = view.slots[key] = pool[:P] if len(pool) >= P else np.zeros(0)
+        return got
+
+    def _slot_replica(self, u: np.ndarray, S: int, steady: int, comm_fill: float, tau_rest: float) -> float:
+        """Least S (fill) + steady (period) of a replica whose stages run at most the
+        speeds u (fastest first, in some order): every stage holds at least one
+        layer of at least the lightest layer's work, the rest of the work (other
+        layers' excess, the head) at the fastest speed; for each candidate period
+        tau (a value some stage's row takes) the fill is least with the spare layers
+        on the fastest stages that keep their row <= tau."""
+        a = self.a
+        P, L, w = len(u), a.L, self._w_min
+        if w <= 0.0:
+            return 0.0
+        n_hi = L - P + 1
+        n = np.arange(1, n_hi + 1)
+        tau = np.unique((n[:, None] * w / u[None, :]).ravel())
+        caps = np.clip(np.floor(tau[:, None] * u[None, :] / w + 1e-9), 0, n_hi)
+        ok = (caps >= 1).all(axis=1) & (caps.sum(axis=1) >= L)
+        tau, caps = tau[ok], caps[ok]
+        if len(tau) == 0:
+            return INF
+        room = caps - 1.0
+        before = np.concatenate([np.zeros((len(tau), 1)), np.cumsum(room, axis=1)[:, :-1]], axis=1)
+        layers = 1.0 + np.clip((L - P) - before, 0.0, room)
+        rest = float(a.w_prefix[-1] + a.head_work - L * w) / float(u[0])
+        fill = (layers * w / u[None, :]).sum(axis=1) + rest + comm_fill
+        return float((S * fill + steady * np.maximum(tau, tau_rest)).min())
 
     def _busiest(self, P: int) -> float:
         """Least largest stage work (FLOP per micro-batch) over the cuts into P stages."""
@@ -690,56 +783,83 @@ class ShapeBounds:
 
         def merge(kind: str) -> float:
             mt = tiers if kind == "bandwidth" else self.hop_tiers
-            T_merge = INF
+            todo = []
             for t in range(mt.first_fit(D * P), len(mt.levels)):
-                desc = self._profile(kind, mt, t, D * P)
-                base = max(work(desc), replicas(0.0, 0.0, desc))
+                for view in ([None] if t == 0 else merged_components(self.inst, mt, t)):
+                    if view is None or len(view.members) >= D * P:
+                        desc = self._profile(kind, mt, t, D * P) if view is None else view.desc[: D * P]
+                        todo.append((max(work(desc), replicas(0.0, 0.0, desc)), t, view, desc))
+            # the least optimistic values first: the others are then mostly cut short
+            todo.sort(key=lambda x: (x[0], x[1]))
+            T_merge = INF
+            for base, t, view, desc in todo:
                 if base + R0 >= T_merge:
-                    continue
-                if D * P == 1:
-                    T_merge = min(T_merge, base)
-                    continue
-                z = float(mt.levels[t])
-                occ_z, hop_z, ring_big, ring_small = penalties(kind, z)
-                ring_one = max(R0, ring_small) if D > 1 else R0
-                ring_all = max(R0, ring_big) if D > 1 else R0
-                rep_one = max(base, replica(m_light, float(desc[0]), float(desc[:P].sum()), occ_z, hop_z)) if P > 1 else base
-                rep_all = max(base, replicas(occ_z, hop_z, desc)) if P > 1 else base
-                if t == 0:                      # every link is at least as slow as the lowest tier
-                    cases = [rep_all + ring_all]
-                elif P == 1:
-                    cases = [base + ring_all]
-                elif D == 1:
-                    cases = [rep_all]
-                else:
-                    # every ring inside one component of tier t-1: the rings need c of them
-                    # (largest first), and every replica, visiting every ring, crosses c-1 times
-                    hold = np.cumsum(np.sort(mt.sizes[t - 1] // D)[::-1])
-                    c = int(np.searchsorted(hold, P)) + 1
-                    n_cross = min(P - 1, max(1, c - 1))
-                    rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) + R0 if c <= len(hold) else INF)
-                    if rep_cross < T_merge:
-                        rep_cross = max(rep_cross, rings_inside(mt, kind, t, desc, base, occ_z, hop_z))
-                    # every replica inside one component of tier t-1: not if they cannot hold
-                    # D disjoint P-sets
-                    every_ring = base + ring_all if int((mt.sizes[t - 1] // P).sum()) >= D else INF
-                    if kind == "bandwidth" and every_ring < T_merge:
-                        # one cut sets both the replicas' period and the rings' heaviest stage
-                        every_ring = max(every_ring, with_ring(desc, cring * z, ring_big - cring * N_big * z))
-                    cases = [rep_cross, every_ring]
-                    mixed = rep_one + ring_one
-                    if kind == "bandwidth" and mixed < min(min(cases), T_merge):
-                        # some replica is split but not every one: the whole ones all lie in
-                        # one component of tier t-1 (two of them elsewhere would split every
-                        # ring), so at most k_max of them; each split one pays its slow hop
-                        k_max = min(D - 1, int(mt.largest[t - 1]) // P)
-                        f_s = W / float(desc[0]) + 2.0 * (P - 2) * hop + 2.0 * hop_z
-                        mixed = max(rep_one, split_work(desc, k_max, f_s, occ_z)) + ring_one
-                        if mixed < min(min(cases), T_merge):
-                            mixed = split_sites(mt, t, desc, z, occ_z, hop_z, k_max, ring_big, mixed)
-                    cases.append(mixed)
-                T_merge = min(T_merge, min(cases))
+                    break
+                T_merge = min(T_merge, merge_in(kind, t, view, desc, base, T_merge))
             return T_merge
+
+        def merge_in(kind: str, t: int, mt: "_Inside | None", desc: np.ndarray, base: float, T_merge: float) -> float:
+            """The plans whose merge tier is t, inside the component ``mt`` of tier t
+            (None: t = 0, every component), whose D P speeds are at most ``desc``
+            (``base``: their work and replica bound)."""
+            if D * P == 1:
+                return base
+            z = float((tiers if kind == "bandwidth" else self.hop_tiers).levels[t])
+            occ_z, hop_z, ring_big, ring_small = penalties(kind, z)
+            ring_one = max(R0, ring_small) if D > 1 else R0
+            ring_all = max(R0, ring_big) if D > 1 else R0
+            rep_one = max(base, replica(m_light, float(desc[0]), float(desc[:P].sum()), occ_z, hop_z)) if P > 1 else base
+            rep_all = max(base, replicas(occ_z, hop_z, desc)) if P > 1 else base
+            if t == 0:                      # every link is at least as slow as the lowest tier
+                cases = [rep_all + ring_all]
+            elif P == 1:
+                cases = [base + ring_all]
+            elif D == 1:
+                cases = [rep_all]
+            else:
+                # every ring inside one component of tier t-1: the rings need c of them
+                # (largest first), and every replica, visiting every ring, crosses c-1 times
+                hold = np.cumsum(np.sort(mt.sizes[t - 1] // D)[::-1])
+                c = int(np.searchsorted(hold, P)) + 1
+                n_cross = min(P - 1, max(1, c - 1))
+                rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) + R0 if c <= len(hold) else INF)
+                if rep_cross < T_merge:
+                    # the busiest replica runs at most the rings' speed slots
+                    u = self._ring_slots(mt, t - 1, D, P)
+                    S, fill, tau_rest = replica_parts(m, float(u[0]), float(u.sum()), occ_z, hop_z, n_cross)
+                    rep_cross = max(rep_cross, self._slot_replica(u, S, m - S, fill - W / float(u[0]), tau_rest) + R0)
+                if rep_cross < T_merge:
+                    rep_cross = max(rep_cross, rings_inside(mt, kind, t, desc, base, occ_z, hop_z))
+                # every replica inside one component of tier t-1: not if they cannot hold
+                # D disjoint P-sets
+                every_ring = base + ring_all if int((mt.sizes[t - 1] // P).sum()) >= D else INF
+                if kind == "bandwidth" and every_ring < T_merge:
+                    # one cut sets both the replicas' period and the rings' heaviest stage
+                    every_ring = max(every_ring, with_ring(desc, cring * z, ring_big - cring * N_big * z))
+                cases = [rep_cross, every_ring]
+                mixed = rep_one + ring_one
+                big = int(mt.largest[t - 1])
+                if P > big or D > big:
+                    # no component of tier t-1 holds a whole replica (ring): every one crosses,
+                    # a replica as often as the fewest pieces its P devices split into
+                    n_rep = max(1, int(np.searchsorted(np.cumsum(np.sort(mt.sizes[t - 1])[::-1]), P)))
+                    forced = ((max(base, replicas(occ_z, hop_z, desc, min(P - 1, n_rep))) if P > big else rep_one)
+                              + (ring_all if D > big else ring_one))
+                    if kind == "bandwidth" and P > big and D > big and forced < T_merge:
+                        forced = max(forced, with_ring(desc, cring * z, ring_big - cring * N_big * z, 0, occ_z, hop_z,
+                                                       min(P - 1, n_rep)))
+                    mixed = max(mixed, forced)
+                if kind == "bandwidth" and mixed < min(min(cases), T_merge):
+                    # some replica is split but not every one: the whole ones all lie in
+                    # one component of tier t-1 (two of them elsewhere would split every
+                    # ring), so at most k_max of them; each split one pays its slow hop
+                    k_max = min(D - 1, int(mt.largest[t - 1]) // P)
+                    f_s = W / float(desc[0]) + 2.0 * (P - 2) * hop + 2.0 * hop_z
+                    mixed = max(rep_one, split_work(desc, k_max, f_s, occ_z)) + ring_one
+                    if mixed < min(min(cases), T_merge):
+                        mixed = split_sites(mt, t, desc, z, occ_z, hop_z, k_max, ring_big, mixed)
+                cases.append(mixed)
+            return min(cases)
 
         T_merge = max(merge("bandwidth"), merge("hop"))
         T = max(T_compute, T_tiers, T_sorted, T_merge)

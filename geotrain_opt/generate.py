@@ -208,7 +208,8 @@ def memory_tight(n: int, seed: int) -> dict[str, Any]:
 
 def nodes(n: int, seed: int) -> dict[str, Any]:
     """Two to three nodes of 1-3 devices (at most ``n``) behind slow networks, in one
-    to three regions, or (every fourth seed) single-GPU machines in 2-3 regions: the
+    to three regions, or (every fourth seed) single-GPU machines in 2-3 regions, or
+    (every eighth) two regions of two small nodes each: the
     sites of the joint-cut and split-site bounds and up to three link tiers, small
     enough for brute force on every shape (tests/test_classes_bounds.py,
     benchmarks/bound_validity.py --nodes)."""
@@ -240,6 +241,19 @@ def nodes(n: int, seed: int) -> dict[str, Any]:
          "options": {"schedule": ("gpipe", "1f1b")[seed % 2], "batch_split": ("uniform", "free")[(seed // 2) % 2],
                      "exposed_comm": (0.0, 0.5, 1.0)[seed % 3], "accumulation_steps": 1 + seed % 2},
          "objective": {"kind": "time"}}
+    if seed % 8 == 1:
+        # two regions of two nodes each (1-2 GPUs of mixed types): at the region
+        # tier two components form at once, each from nodes too small for a replica
+        r2 = np.random.default_rng((seed, 2))
+        per_node = [[2, 1], [1, 1], [2, 2], [1, 2]][(seed // 8) % 4], [[2, 1], [1, 2], [1, 1]][(seed // 8) % 3]
+        d["devices"] = [{"id": f"g{r}{k}-{i}", "type": str(r2.choice(["t0", "t1"])), "region": f"r{r}",
+                         "node": f"n{r}{k}"} for r, sizes_r in enumerate(per_node)
+                        for k, size in enumerate(sizes_r) for i in range(size)]
+        d["network"] = {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
+                        "intra_region": {"latency_ms": float(r2.choice([0.0, 2.0])),
+                                         "bandwidth_gbps": float(r2.choice([2.0, 5.0, 10.0]))},
+                        "inter_region": [{"a": "r0", "b": "r1", "latency_ms": float(r2.choice([0.0, 10.0, 40.0])),
+                                          "bandwidth_gbps": float(r2.choice([0.5, 1.0, 1.5]))}]}
     if seed % 4 == 3:
         # DT-FM's Case 4 in small: single-GPU machines, 2-3 per region, where a ring
         # inside a region is not free (a few Gbit/s) and the WAN is slower still

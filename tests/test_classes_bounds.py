@@ -437,3 +437,46 @@ def test_any_plan_pinned_into_the_twin_class_model_gives_its_time():
             be.minimize([(1.0, shape.T)], ref.time_s)
             assert pulp.LpStatus[be.m.solve(pulp.HiGHS(msg=False))] == "Optimal", (D, P, grid)
             assert shape.T.value() * be.unit[shape.T.name] == pytest.approx(ref.time_s, rel=1e-6)
+
+
+def test_ring_slots_replica_is_the_least_over_cuts_and_orders():
+    """``_slot_replica`` (a replica whose stages run at most the speeds u, in some
+    order) against enumeration of every cut and every order of u."""
+    import itertools
+    inst = instance_from_dict(_node_instance(5))
+    sb = ShapeBounds(inst)
+    a = inst.arrays
+    L, w = a.L, sb._w_min
+    rest_work = float(a.w_prefix[-1] + a.head_work - L * w)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        P = int(rng.integers(2, min(4, L) + 1))
+        u = np.sort(rng.choice([0.5e13, 1e13, 2e13, 3e13], size=P))[::-1] * float(a.speed.max()) / 3e13
+        S, steady = int(rng.integers(1, 3)), int(rng.integers(0, 6))
+        comm, tau0 = float(rng.choice([0.0, 1e-3])), float(rng.choice([0.0, 0.02, 0.5]))
+        want = np.inf
+        for cut in itertools.combinations(range(1, L), P - 1):
+            n = np.diff([0, *cut, L])
+            for order in set(itertools.permutations(range(P))):
+                t = n * w / u[list(order)]
+                fill = t.sum() + rest_work / u[0] + comm
+                want = min(want, S * fill + steady * max(t.max(), tau0))
+        got = sb._slot_replica(u, S, steady, comm, tau0)
+        assert got == pytest.approx(want, rel=1e-9), (P, u, S, steady)
+
+
+def test_merge_tier_takes_each_merging_component_with_its_ring_slots():
+    """On the 1,024-GPU geo instance: a 220-GPU shape whose merge tier joins Oregon
+    and California is no longer credited with Ohio's L40S (0.8598 s before), and a
+    520-GPU shape whose rings put at most 4 of 10 stages in Ohio no longer runs every
+    stage at an L40S (0.8338 s before); each bound stays below a constructed plan."""
+    from geotrain_opt.construct import split_micro_batches
+    from geotrain_opt.heuristics import node_mixed, polish_cuts
+    inst = instance_from_dict(generate("geo", 1024, 0))
+    sb = ShapeBounds(inst)
+    ev = BatchEvaluator(inst)
+    for (D, P), floor in {(22, 10): 0.99, (52, 10): 0.945, (20, 10): 0.915}.items():
+        b = sb(D, P).value
+        grid, cuts, mb = node_mixed(inst, D, P)
+        _c, plan = polish_cuts(inst, ev, grid, cuts, split_micro_batches(inst.model.num_micro_batches, D))
+        assert floor <= b <= plan, (D, P, b, plan)
