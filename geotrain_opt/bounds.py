@@ -153,6 +153,13 @@ class _Tiers:
         return bool((size_hi[lab_hi[in_big]] >= together).any())
 
 
+def _speeds_by_label(lab: np.ndarray, speed: np.ndarray) -> list[np.ndarray]:
+    """Each label's speeds, fastest first, in label order."""
+    order = np.lexsort((-speed, lab))
+    starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
+    return [speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])]
+
+
 class _Inside:
     """The tiers below t inside one component C of tier t that joins two or more
     components of tier t-1 (a plan whose merge tier is t lies in such a C): the
@@ -177,10 +184,7 @@ class _Inside:
         """Speeds of each component of tier y < t inside C, fastest first."""
         got = self._comps.get(y)
         if got is None:
-            lab = self._labels[y]
-            order = np.lexsort((-self._speed, lab))
-            starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
-            got = self._comps[y] = [self._speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])]
+            got = self._comps[y] = _speeds_by_label(self._labels[y], self._speed)
         return got
 
 
@@ -281,10 +285,7 @@ class ShapeBounds:
         """Each component's speeds at tier t, fastest first, largest components first."""
         comps = self._comp_speeds.get((kind, t))
         if comps is None:
-            lab = tiers.labels[t]
-            order = np.lexsort((-self.a.speed, lab))
-            starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1, [len(lab)]])
-            comps = sorted((self.a.speed[order[i:j]] for i, j in zip(starts[:-1], starts[1:])), key=len, reverse=True)
+            comps = sorted(_speeds_by_label(tiers.labels[t], self.a.speed), key=len, reverse=True)
             self._comp_speeds[kind, t] = comps
         return comps
 
