@@ -43,6 +43,9 @@ INF = float("inf")
 # period terms and the fill only)
 SLOW_PLACES = 40
 ISOLATED_SETS = 256      # placements of the whole rings' stages tried by the full-sites bound
+# the merge tier's cases are also taken with the components of the lowest tiers as
+# sites (typically nodes and regions; each costs about one more pass)
+LOWER_SITES, LOWER_SITES_MAX = 2, 16     # (at most this many sites)
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class _Inside:
 
     def __init__(self, tiers: _Tiers, t: int, members: np.ndarray, speed: np.ndarray) -> None:
         self.levels = tiers.levels
+        self.t = t
         self.members = members
         self._speed = speed[members]
         self._labels = [tiers.labels[y][members] for y in range(t)]
@@ -796,7 +800,17 @@ class ShapeBounds:
             for base, t, view, desc in todo:
                 if base + R0 >= T_merge:
                     break
-                T_merge = min(T_merge, merge_in(kind, t, view, desc, base, T_merge))
+                v = merge_in(kind, t, view, desc, base, T_merge)
+                if view is not None and D * P > 1:
+                    # the plan spans two components of every lower tier s inside C too: the
+                    # same cases with those as sites, their links no faster than tier s+1
+                    # (more crossings over faster links); only where C's components change
+                    for s in range(min(t - 2, LOWER_SITES - 1), -1, -1):
+                        if v >= T_merge:
+                            break
+                        if LOWER_SITES_MAX >= len(view.sizes[s]) > len(view.sizes[s + 1]):
+                            v = max(v, merge_in(kind, s + 1, view, desc, base, T_merge))
+                T_merge = min(T_merge, v)
             return T_merge
 
         def merge_in(kind: str, t: int, mt: "_Inside | None", desc: np.ndarray, base: float, T_merge: float) -> float:
@@ -805,7 +819,8 @@ class ShapeBounds:
             (``base``: their work and replica bound)."""
             if D * P == 1:
                 return base
-            z = float((tiers if kind == "bandwidth" else self.hop_tiers).levels[t])
+            lv_k = (tiers if kind == "bandwidth" else self.hop_tiers).levels
+            z = float(lv_k[t])
             occ_z, hop_z, ring_big, ring_small = penalties(kind, z)
             ring_one = max(R0, ring_small) if D > 1 else R0
             ring_all = max(R0, ring_big) if D > 1 else R0
@@ -824,6 +839,11 @@ class ShapeBounds:
                 c = int(np.searchsorted(hold, P)) + 1
                 n_cross = min(P - 1, max(1, c - 1))
                 rep_cross = (max(base, replicas(occ_z, hop_z, desc, n_cross)) + R0 if c <= len(hold) else INF)
+                if mt.t > t and rep_cross < T_merge:
+                    # likewise every replica visits every site that holds a ring: one of its
+                    # links crosses C's own tier
+                    o_c, h_c, _b, _s = penalties(kind, float(lv_k[mt.t]))
+                    rep_cross = max(rep_cross, max(base, replicas(o_c, h_c, desc, 1)) + R0)
                 if rep_cross < T_merge:
                     # the busiest replica runs at most the rings' speed slots
                     u = self._ring_slots(mt, t - 1, D, P)
@@ -833,10 +853,17 @@ class ShapeBounds:
                     rep_cross = max(rep_cross, rings_inside(mt, kind, t, desc, base, occ_z, hop_z))
                 # every replica inside one component of tier t-1: not if they cannot hold
                 # D disjoint P-sets
-                every_ring = base + ring_all if int((mt.sizes[t - 1] // P).sum()) >= D else INF
-                if kind == "bandwidth" and every_ring < T_merge:
-                    # one cut sets both the replicas' period and the rings' heaviest stage
-                    every_ring = max(every_ring, with_ring(desc, cring * z, ring_big - cring * N_big * z))
+                every_ring = INF
+                if int((mt.sizes[t - 1] // P).sum()) >= D:
+                    # every ring visits every site that holds a replica, and those hold every
+                    # device of the plan: they span two components below C's own tier, and
+                    # so does every ring (below, sites of a lower tier than C's)
+                    z_r = float(lv_k[mt.t])
+                    _o, _h, ring_r, _s = penalties(kind, z_r)
+                    every_ring = base + max(R0, ring_r)
+                    if kind == "bandwidth" and every_ring < T_merge:
+                        # one cut sets both the replicas' period and the rings' heaviest stage
+                        every_ring = max(every_ring, with_ring(desc, cring * z_r, ring_r - cring * N_big * z_r))
                 cases = [rep_cross, every_ring]
                 mixed = rep_one + ring_one
                 big = int(mt.largest[t - 1])

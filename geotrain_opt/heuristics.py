@@ -204,6 +204,44 @@ def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, .
     return out
 
 
+def site_rings(inst: Instance, D: int, P: int, starts: int = 8):
+    """Every ring inside one site (DT-FM's layout for machines spread over cities):
+    stage j's D devices from one site, a component of the lowest link tier whose
+    components hold a ring (a site of 2D devices gives two stages), the sites in
+    a path that goes on by the quickest hop (alpha + A/beta), from each of the
+    first ``starts`` sites. None if the sites cannot hold P rings. The replicas
+    then cross between sites P-1 times but every all-reduce stays inside one."""
+    from .bounds import link_tiers
+    a = inst.arrays
+    tiers = link_tiers(inst)
+    y = tiers.first_fit(D)
+    if y >= len(tiers.levels) or D * P > inst.n:
+        return None
+    lab = tiers.labels[y]
+    slots = []
+    for g0 in dict.fromkeys(lab[g] for g in _site_order(inst)):
+        members = [g for g in _site_order(inst) if lab[g] == g0]
+        slots += [members[k * D:(k + 1) * D] for k in range(len(members) // D)]
+    if len(slots) < P:
+        return None
+    head = np.array([sl[0] for sl in slots])
+    hop = a.alpha[np.ix_(head, head)] + a.A * a.inv_beta[np.ix_(head, head)]
+    best, best_cost = None, np.inf
+    for first in range(min(starts, len(slots))):
+        path, cost = [first], 0.0
+        free = np.ones(len(slots), dtype=bool)
+        free[first] = False
+        while len(path) < P:
+            h = np.where(free, hop[path[-1]], np.inf)
+            nxt = int(np.argmin(h))
+            cost += float(h[nxt])
+            path.append(nxt)
+            free[nxt] = False
+        if cost < best_cost:
+            best, best_cost = path, cost
+    return _finish(inst, np.array([slots[i] for i in best], dtype=np.int64).T.copy())
+
+
 def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, rounds: int = 60):
     """Hill-climb the cuts of one plan: every move of one cut by 1 or 2 layers,
     evaluated in one batch, the best taken while it improves the primary objective.

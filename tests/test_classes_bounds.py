@@ -480,3 +480,40 @@ def test_merge_tier_takes_each_merging_component_with_its_ring_slots():
         grid, cuts, mb = node_mixed(inst, D, P)
         _c, plan = polish_cuts(inst, ev, grid, cuts, split_micro_batches(inst.model.num_micro_batches, D))
         assert floor <= b <= plan, (D, P, b, plan)
+
+
+@pytest.mark.parametrize("path,D,P,order,floor", [
+    ("instances/real/dtfm-4-regional-geo.yaml", 16, 4, ("california", "oregon", "virginia", "ohio"), 20.89),
+    ("instances/real/dtfm-5-worldwide-geo.yaml", 8, 8,
+     ("oregon", "virginia", "frankfurt", "london", "ireland", "ohio", "tokyo", "seoul"), 24.90)])
+def test_lower_tier_sites_raise_the_dtfm_bounds_and_stay_below_a_ring_per_region_plan(path, D, P, order, floor):
+    """With the regions as sites under the merge tier (more crossings, over faster
+    links), and every ring (replica) of such a case crossing the plan's own merge
+    tier, Case 4's 16x4 bound rises from 20.37 s and Case 5's 8x8 from 24.55 s; each
+    stays below a plan with one ring per region (cuts hill-climbed)."""
+    from geotrain_opt.construct import split_micro_batches, uniform_cuts
+    from geotrain_opt.heuristics import polish_cuts
+    inst = load_instance(path)
+    by_region = {r: [i for i, d in enumerate(inst.devices) if d.region == r] for r in order}
+    grid = np.array([by_region[r][:D] for r in order]).T
+    mb = split_micro_batches(inst.model.num_micro_batches, D)
+    _c, plan = polish_cuts(inst, BatchEvaluator(inst), grid, np.array(uniform_cuts(inst.arrays.L, P)), mb, rounds=200)
+    b = ShapeBounds(inst)(D, P).value
+    assert floor <= b <= plan, (b, plan)
+
+
+def test_site_rings_keeps_every_ring_in_one_city_and_beats_the_memetic_plan_on_case_5():
+    """DT-FM's layout on Case 5 (8 cities of 8 single-GPU machines): a ring per city,
+    the cities in a path of quick hops. With its cuts hill-climbed the 8x6 plan
+    beats the best the memetic solver found (33.2173 s), so the exact driver, which
+    offers it first, starts from it."""
+    from geotrain_opt.heuristics import polish_cuts, site_rings
+    inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
+    grid, cuts, mb = site_rings(inst, 8, 6)
+    region = np.array([d.region for d in inst.devices])
+    assert all(len(set(region[grid[:, j]])) == 1 for j in range(6))
+    assert len(set(region[grid[0]])) == 6 and len(np.unique(grid)) == 48
+    _c, v = polish_cuts(inst, BatchEvaluator(inst), grid, cuts, mb)
+    assert v < 33.2173
+    # a ring of 16 first fits at the 1.16 Gbit/s tier, in its one component of two cities
+    assert site_rings(inst, 16, 2) is None
