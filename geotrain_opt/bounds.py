@@ -45,7 +45,7 @@ SLOW_PLACES = 40
 ISOLATED_SETS = 256      # placements of the whole rings' stages tried by the full-sites bound
 # the merge tier's cases are also taken with the components of the lowest tiers as
 # sites (typically nodes and regions; each costs about one more pass)
-LOWER_SITES, LOWER_SITES_MAX = 2, 16     # (at most this many sites)
+LOWER_SITES, LOWER_SITES_MAX = 2, 10     # (at most this many sites)
 
 
 @dataclass(frozen=True)
