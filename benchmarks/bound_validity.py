@@ -8,7 +8,9 @@ the violations (must be 0) and the tightest ratio bound / best plan per instance
 
 With ``--nodes N`` it checks instead every shape's bound against the brute-force
 optimum of that shape on the generated ``nodes`` instances of seeds 0..N-1 (nodes
-of 1-3 GPUs behind a slow network, where the joint cut and the split sites decide).
+of 1-3 GPUs behind a slow network, where the joint cut and the split sites decide);
+with ``--regions N`` on the ``regions`` instances (3-4 regions of 2 single-GPU
+machines, where the site-order and whole-site bounds decide).
 """
 from __future__ import annotations
 
@@ -78,11 +80,11 @@ def check(name: str, inst, perturb: int, rng: np.random.Generator) -> tuple[int,
     return checked, bad, tight
 
 
-def brute_force_check(seeds: int) -> int:
-    """Every shape of every ``nodes`` instance: bound <= the shape's brute-force optimum."""
+def brute_force_check(seeds: int, family: str = "nodes", n: int = 6) -> int:
+    """Every shape of every ``family`` instance: bound <= the shape's brute-force optimum."""
     shapes = raised = bad = 0
     for seed in range(seeds):
-        inst = instance_from_dict(generate("nodes", 6, seed))
+        inst = instance_from_dict(generate(family, n, seed))
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
             best = shape_optimum(inst, D, P, ev)
@@ -90,8 +92,8 @@ def brute_force_check(seeds: int) -> int:
             raised += b.by == "merge tier" and D > 1 and P > 1
             if b.value > best * (1 + 1e-9):
                 bad += 1
-                print(f"  VIOLATION nodes-{seed} shape {D}x{P}: bound {b.value:.6g} > optimum {best:.6g} ({b.by})")
-    print(f"nodes seeds 0-{seeds - 1}: {shapes} shapes, {raised} decided by the merge tier (D, P > 1), "
+                print(f"  VIOLATION {family}-{seed} shape {D}x{P}: bound {b.value:.6g} > optimum {best:.6g} ({b.by})")
+    print(f"{family} seeds 0-{seeds - 1}: {shapes} shapes, {raised} decided by the merge tier (D, P > 1), "
           f"{bad} bounds above their brute-force optimum")
     return bad
 
@@ -102,9 +104,13 @@ def main() -> None:
     ap.add_argument("--geo", default="64,256", help="generated geo sizes to add")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, default=0, help="brute-force check on this many nodes instances instead")
+    ap.add_argument("--regions", type=int, default=0,
+                    help="brute-force check on this many regions instances (8 GPUs) instead")
     args = ap.parse_args()
-    if args.nodes:
-        raise SystemExit(1 if brute_force_check(args.nodes) else 0)
+    if args.nodes or args.regions:
+        bad = (brute_force_check(args.nodes) if args.nodes else 0) + \
+              (brute_force_check(args.regions, "regions", 8) if args.regions else 0)
+        raise SystemExit(1 if bad else 0)
     rng = np.random.default_rng(args.seed)
     items = [(f.rsplit("/", 1)[-1].removesuffix(".yaml"), load_instance(f)) for f in sorted(glob.glob("instances/real/*.yaml"))]
     items += [(f"geo-{n}", instance_from_dict(generate("geo", int(n), 0))) for n in args.geo.split(",") if n]

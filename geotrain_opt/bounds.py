@@ -43,6 +43,10 @@ INF = float("inf")
 # period terms and the fill only)
 SLOW_PLACES = 40
 ISOLATED_SETS = 256      # placements of the whole rings' stages tried by the full-sites bound
+SITE_ORDERS = 120        # orders of the sites that hold one ring each tried by the site-order bound
+# joint cuts the whole-sites bound may try: placements of the whole rings times the
+# sites of a replica's crossing stages
+SITE_WORK = 1000
 # the merge tier's cases are also taken with the components of the lowest tiers as
 # sites (typically nodes and regions; each costs about one more pass)
 LOWER_SITES, LOWER_SITES_MAX = 2, 10     # (at most this many sites)
@@ -180,9 +184,31 @@ class _Inside:
         self.desc = np.sort(self._speed)[::-1]
         self._comps: dict[int, list[np.ndarray]] = {}
         self.slots: dict[tuple[int, int, int], np.ndarray] = {}
+        self._pairs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def first_fit(self, size: int) -> int:
         return int(np.searchsorted(self.largest, size))
+
+    def site_links(self, y: int, inv_beta: np.ndarray, alpha: np.ndarray,
+                   A: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(sizes, least 1/beta, least alpha + A/beta, least alpha) of the components
+        of tier y < t inside C and of the links between each pair of them (on the
+        diagonal, inside one): a link between their devices is no better."""
+        got = self._pairs.get(y)
+        if got is None:
+            lab = self._labels[y]
+            order = np.argsort(lab, kind="stable")
+            starts = np.concatenate([[0], np.nonzero(np.diff(lab[order]))[0] + 1])
+            idx = self.members[order]
+
+            def least(mat: np.ndarray) -> np.ndarray:
+                sub = mat[np.ix_(idx, idx)].astype(float)
+                np.fill_diagonal(sub, INF)          # a link joins two devices
+                return np.minimum.reduceat(np.minimum.reduceat(sub, starts, axis=0), starts, axis=1)
+
+            sizes = np.diff(np.concatenate([starts, [len(idx)]]))
+            got = self._pairs[y] = (sizes, least(inv_beta), least(alpha + A * inv_beta), least(alpha))
+        return got
 
     def components(self, y: int) -> list[np.ndarray]:
         """Speeds of each component of tier y < t inside C, fastest first."""
@@ -371,38 +397,90 @@ class ShapeBounds:
             self._uniform = bool(np.allclose(self._wl, self._wl[0]) and np.allclose(self._pl, self._pl[0]))
         return self._uniform
 
+    def _row_caps(self, P: int, s_top: float, slow: tuple[float, ...] | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For identical layers: the candidate largest stage rows X (work units on
+        s_top; values some stage's row takes), caps[i, j] the most layers stage j may
+        hold with its row <= X[i], which X admit a cut at all, and each stage's
+        parameters besides its layers (embedding, head). Rows as in _cut_fronts."""
+        key = ("caps", P, s_top, slow)
+        got = self._prof.get(key)
+        if got is None:
+            a = self.a
+            L, w = a.L, float(self._wl[0])
+            hx = np.zeros(P)
+            hx[-1] += a.head_work
+            if P > 1:
+                occ = np.full(P - 1, self.occ_min)
+                if slow is not None:
+                    occ = np.maximum(occ, np.asarray(slow, dtype=float))
+                hx[1:] += s_top * 2.0 * a.kappa * occ
+                hx[:-1] += s_top * 2.0 * a.kappa * occ
+            hn = np.zeros(P)
+            hn[0] += a.emb_params
+            hn[-1] += a.head_params
+            n_hi = L - P + 1
+            n = np.arange(1, n_hi + 1)
+            X = np.unique((n[:, None] * w + hx[None, :]).ravel())
+            # generous by 1e-9
+            caps = np.clip(np.floor((X[:, None] - hx[None, :]) / w + 1e-9), 0, n_hi)
+            ok = (caps >= 1).all(axis=1) & (caps.sum(axis=1) >= L)
+            got = self._prof[key] = (X, caps, ok, hn)
+        return got
+
+    def _ring_front(self, P: int, s_top: float, exempt: tuple[int, ...], slow: tuple[float, ...] | None,
+                    coef: float, lat: float, fast: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """For identical layers: each candidate largest row X (seconds on s_top) and
+        the least ring R(X) over the cuts whose rows are all <= X, with one cut for
+        both ring terms: every stage's ring at least fast[0] N_j + fast[1], the
+        stages not in ``exempt`` also coef N_j + lat. A cut meets R when every stage
+        holds at most the layers both terms allow at R (and its row allows at X)."""
+        key = ("ring", P, s_top, exempt, slow, coef, lat, fast)
+        got = self._prof.get(key)
+        if got is not None:
+            return got
+        L, p = self.a.L, float(self._pl[0])
+        X, caps, ok, hn = self._row_caps(P, s_top, slow)
+        n_hi = L - P + 1
+        n = np.arange(1, n_hi + 1)
+        crossing = np.array([j not in exempt for j in range(P)])
+        Nn = n[:, None] * p + hn[None, :]                                       # N_j with n layers
+        Rc = np.unique(np.concatenate([(fast[0] * Nn + fast[1]).ravel(), (coef * Nn[:, crossing] + lat).ravel()]))
+        # the most layers stage j may hold with its ring <= R
+        top = np.where(crossing[None, :], np.minimum((Rc[:, None] - lat) / max(coef, 1e-300),
+                                                     (Rc[:, None] - fast[1]) / max(fast[0], 1e-300)),
+                       (Rc[:, None] - fast[1]) / max(fast[0], 1e-300))
+        pc = np.clip(np.floor((top - hn[None, :]) / p + 1e-9), 0, n_hi)
+        R = np.full(len(X), INF)
+        rows = np.nonzero(ok)[0]
+        block = max(1, 400_000 // max(1, len(Rc) * P))
+        for b0 in range(0, len(rows), block):
+            ix = rows[b0:b0 + block]
+            room = np.minimum(caps[ix][:, None, :], pc[None, :, :])
+            fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
+            any_fit = fit.any(axis=1)
+            R[ix[any_fit]] = Rc[fit.argmax(axis=1)[any_fit]]
+        got = self._prof[key] = (X / s_top, R)
+        return got
+
     def _cut_fronts(self, P: int, s_top: float, exempt: int | tuple[int, ...] = 0,
-                    slow: tuple[tuple[int, ...], float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    slow: tuple[float, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """For identical layers: each candidate largest stage row X (seconds on speed
         s_top; a value some stage's row takes) and the least largest stage parameter
         count Y(X), over the cuts whose rows are all <= X, of the stages other than
         ``exempt`` freely chosen ones, or than the stages ``exempt`` names where it is
         a tuple (inf where no cut fits). A row is t_j + 2 kappa
-        (o_{j-1} + o_j) with every link busy occ_min, except the links ``slow[0]`` (link
-        i between stages i and i+1), busy slow[1]. Y is non-increasing in X."""
+        (o_{j-1} + o_j) with every link busy occ_min, or ``slow[i]`` for link i (between
+        stages i and i+1) where that is more. Y is non-increasing in X."""
         key = ("front", P, s_top, exempt, slow)
         got = self._prof.get(key)
         if got is not None:
             return got
         a = self.a
-        L, w, p = a.L, float(self._wl[0]), float(self._pl[0])
-        hx = np.zeros(P)
-        hx[-1] += a.head_work
-        if P > 1:
-            occ = np.full(P - 1, self.occ_min)
-            if slow is not None:
-                occ[list(slow[0])] = max(slow[1], self.occ_min)
-            hx[1:] += s_top * 2.0 * a.kappa * occ
-            hx[:-1] += s_top * 2.0 * a.kappa * occ
-        hn = np.zeros(P)
-        hn[0] += a.emb_params
-        hn[-1] += a.head_params
+        L, p = a.L, float(self._pl[0])
+        X, caps, ok, hn = self._row_caps(P, s_top, slow)
         n_hi = L - P + 1
         n = np.arange(1, n_hi + 1)
-        X = np.unique((n[:, None] * w + hx[None, :]).ravel())                   # work units
-        # caps[i, j]: most layers stage j may hold with its row <= X[i] (generous by 1e-9)
-        caps = np.clip(np.floor((X[:, None] - hx[None, :]) / w + 1e-9), 0, n_hi)
-        ok = (caps >= 1).all(axis=1) & (caps.sum(axis=1) >= L)
         Yc = np.unique(np.concatenate([(n[:, None] * p + hn[None, :]).ravel(), [0.0]]))
         # for each Y candidate the layers stage j may hold with its parameters <= Y
         pc = np.clip(np.floor((Yc[:, None] - hn[None, :]) / p + 1e-9), 0, n_hi)
@@ -439,7 +517,7 @@ class ShapeBounds:
     def _joint_cut(self, P: int, s_top: float, steady: float, tau_rest: float, ring_coef: float,
                    exempt: int | tuple[int, ...] = 0, slow_occ: float | None = None, n_slow: int = 1,
                    at: tuple[int, ...] | None = None, ring_lat: float = 0.0,
-                   fast: tuple[float, float] = (0.0, 0.0)) -> float:
+                   fast: tuple[float, float] = (0.0, 0.0), links: tuple[float, ...] | None = None) -> float:
         """Least, over the cuts, of steady * max(tau_rest, largest row) + the ring:
         ring_coef * largest stage parameter count (of all stages but ``exempt`` ones)
         + ring_lat, and at least fast[0] * largest of all stages + fast[1] (an exempt
@@ -448,7 +526,8 @@ class ShapeBounds:
         cut (bounding them apart lets each pick its own best cut); the two ring terms
         each take their own least (a relaxation). ``slow_occ``: n_slow links (at most
         two placed, anywhere) are busy that long per message, or the links ``at`` if
-        given. For identical layers; otherwise the separate bound (a relaxation)."""
+        given; ``links``: every link's own occupancy (link i between stages i and i+1).
+        For identical layers; otherwise the separate bound (a relaxation)."""
         has_exempt = exempt != 0 and (not isinstance(exempt, tuple) or len(exempt) > 0)
         n_ex = len(exempt) if isinstance(exempt, tuple) else exempt
         if not self._uniform_layers():
@@ -456,17 +535,30 @@ class ShapeBounds:
             ring = max(ring_coef * heavy + ring_lat if not has_exempt else (ring_lat if n_ex < P else 0.0),
                        fast[0] * heavy + fast[1])
             return steady * max(tau_rest, self._busiest_row(P, s_top)) + ring
+        def placed(at: tuple[int, ...]) -> tuple[float, ...]:
+            return tuple(slow_occ if i in at else 0.0 for i in range(P - 1))
+
         places: list = [None]
-        if slow_occ is not None and at is not None:
-            places = [(at, slow_occ)] if at else [None]
+        if links is not None and P > 1:
+            places = [tuple(links)]
+        elif slow_occ is not None and at is not None:
+            places = [placed(at)] if at else [None]
         elif slow_occ is not None and P > 1:
             # as many of the slow links as SLOW_PLACES placements allow (at least one)
             k = min(n_slow, P - 1)
             while k > 1 and math.comb(P - 1, k) > SLOW_PLACES:
                 k -= 1
-            places = [(c, slow_occ) for c in itertools.combinations(range(P - 1), k)]
+            places = [placed(c) for c in itertools.combinations(range(P - 1), k)]
         best = INF
+        # with the links and the exempt stages named (whole_sites), one cut for both ring
+        # terms; elsewhere their own least each (a relaxation, much cheaper to share)
+        one_ring = links is not None and isinstance(exempt, tuple) and has_exempt and fast[0] > 0.0
         for slow in places:
+            if one_ring:
+                # the exempt stages are named: one cut for both ring terms
+                X, R = self._ring_front(P, s_top, exempt, slow, ring_coef, ring_lat, fast)
+                best = min(best, float((steady * np.maximum(tau_rest, X) + R).min()))
+                continue
             X, Y = self._cut_fronts(P, s_top, exempt, slow)
             ring = ring_coef * Y + ring_lat if n_ex < P else np.zeros_like(Y)
             if has_exempt and fast[0] > 0.0:
@@ -520,14 +612,21 @@ class ShapeBounds:
             return S * fill + (m - S) * max(tau_rest, busy_P / s_top, self._busiest_row(P, s_top))
 
         def replica_parts(m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0,
-                          n_slow: int = 1) -> tuple[int, float, float]:
+                          n_slow: int = 1, exact: list[tuple[float, float]] | None = None) -> tuple[int, float, float]:
             """T_k of a replica with m micro-batches whose fastest device runs at most
             s_top, whose devices add up to at most s_sum, and whose slowest pipeline
             link is busy ``occ`` per message: the fill passes every stage once and
             every link twice; the period is at least the busiest stage of the best
             cut, the link's occupancy, and (kappa) the average of the stage rows.
-            ``slow_hop``: the least alpha + A/beta of a link as slow as that one."""
+            ``slow_hop``: the least alpha + A/beta of a link as slow as that one.
+            ``exact``: instead, (occupancy, alpha + A/beta) of each of the P-1 links."""
             S = flush_of[m]
+            if exact is not None:
+                occs = [max(o, self.occ_min) for o, _h in exact]
+                fill = W / s_top + 2.0 * sum(max(self.alpha_min + o, h) for o, h in exact)
+                rows = (W / s_top + 4.0 * a.kappa * sum(occs)) / P
+                beside = self._w_min / s_top + 2.0 * a.kappa * max(occs)
+                return S, fill, max(W / s_sum, max(occs), rows, beside)
             fill = W / s_top + 2.0 * (P - 1) * hop
             if P > 1:
                 fill = max(fill, W / s_top + 2.0 * (P - 1 - n_slow) * hop + 2.0 * n_slow * max(self.alpha_min + occ, slow_hop))
@@ -538,8 +637,9 @@ class ShapeBounds:
             # the period without the cut's own largest row (busy_P, _busiest_row)
             return S, fill, max(W / s_sum, occ, rows, beside)
 
-        def with_ring(desc: np.ndarray, ring_coef: float, ring_lat: float, exempt: int = 0, occ: float = 0.0,
-                      slow_hop: float = 0.0, n_slow: int = 1, which: str = "every", isolated: bool = False) -> float:
+        def with_ring(desc: np.ndarray, ring_coef: float, ring_lat: float, exempt: int | tuple[int, ...] = 0, occ: float = 0.0,
+                      slow_hop: float = 0.0, n_slow: int = 1, which: str = "every", isolated: bool = False,
+                      exact: list[tuple[float, float]] | None = None) -> float:
             """A replica plus a ring of ring_coef per parameter of its stage, with one
             cut for both (the least over the cuts of T_k + R): for ``every`` replica,
             the larger over the busiest and the slowest-topped one; for ``some``
@@ -549,7 +649,8 @@ class ShapeBounds:
             ``isolated``: the exempt stages are some ``exempt`` positions whose
             pipeline neighbours all lie in other sites (sites filled by their rings),
             so the replica's slow links are exactly the links beside them, for the
-            least over those positions."""
+            least over those positions. ``exact``: (occupancy, alpha + A/beta) of
+            each of the replica's P-1 links, in order."""
             s_top, s_Dth, s_P = float(desc[0]), float(desc[D - 1]), float(desc[:P].sum())
             kinds = (((m, s_top, s_P), (m_light, s_Dth, min(P * s_Dth, s_P))) if which == "every"
                      else ((m_light, s_top, s_P),))
@@ -566,12 +667,35 @@ class ShapeBounds:
                     best = min(best, out)
                 return best
             slow_occ = occ if occ > 0.0 and 1 < P <= SLOW_PLACES + 1 else None
+            links = None if exact is None else tuple(o for o, _h in exact)
             out = 0.0
             for mk, top, ssum in kinds:
-                S, fill, tau_rest = replica_parts(mk, top, ssum, occ, slow_hop, n_slow)
+                S, fill, tau_rest = replica_parts(mk, top, ssum, occ, slow_hop, n_slow, exact)
                 out = max(out, S * fill + self._joint_cut(P, top, mk - S, tau_rest, ring_coef, exempt, slow_occ,
-                                                           n_slow, ring_lat=ring_lat, fast=fast))
+                                                           n_slow, ring_lat=ring_lat, fast=fast, links=links))
             return out
+
+        def site_orders(mt: _Inside, y: int, desc: np.ndarray, floor: float) -> float:
+            """Every ring inside a component of tier y (a site) that holds at most one
+            ring: the P rings lie in P different sites, ring j in site sigma(j), and
+            every replica's stage j in ring j, so every replica's link j joins
+            sites sigma(j) and sigma(j+1) and is no better than their fastest link.
+            The least over the orders sigma (at most SITE_ORDERS) of the joint cut
+            with those links; ``floor`` as soon as an order shows nothing above it."""
+            sizes, ib, hp, al = mt.site_links(y, a.inv_beta, a.alpha, A)
+            cap = sizes // D
+            if P < 2 or cap.max() > 1:
+                return floor
+            held = np.nonzero(cap == 1)[0]
+            if len(held) < P or math.perm(len(held), P) > SITE_ORDERS:
+                return floor
+            best = INF
+            for sigma in itertools.permutations(held.tolist(), P):
+                exact = [(A * float(ib[u, v]), float(hp[u, v])) for u, v in zip(sigma[:-1], sigma[1:])]
+                best = min(best, with_ring(desc, cring * b1, ring_lat1, exact=exact))
+                if best <= floor:
+                    return floor
+            return best
 
         def replicas(occ: float, slow_hop: float = 0.0, desc: np.ndarray = self.speed_desc, n_slow: int = 1) -> float:
             # the busiest replica; and the one whose fastest device is slowest: the D
@@ -699,6 +823,10 @@ class ShapeBounds:
             ``floor`` as soon as a sub-case shows it cannot do better than that."""
             coef, lat = cring * z, ring_big - cring * N_big * z
             sizes = np.sort(mt.sizes[t - 1])[::-1]
+            # some ring crosses: r < P whole rings. If the plan takes every device of C and
+            # every site holds a multiple of D devices, P-1 whole rings leave D devices
+            # whose count per site is a multiple of D: one site, a whole ring: r < P-1
+            r_top = P - 2 if (len(mt.members) == D * P and not (sizes % D).any()) else P - 1
             # the D P devices are pieces of replicas inside sites; with the fewest pieces
             # the sites allow, D replicas cross (pieces - D) times in all, so one replica
             # crosses at least the average (whatever the case)
@@ -707,7 +835,7 @@ class ShapeBounds:
             if k_max >= 1:
                 big = int(sizes[0])
                 r1 = max((big - k * P) // (D - k) for k in range(1, k_max + 1))
-                r1 = min(P - 1, max(0, r1))       # some ring crosses
+                r1 = min(r_top, max(0, r1))       # some ring crosses
                 some = max(with_ring(desc, coef, lat, r1), with_ring(desc, coef, lat, r1, occ_z, hop_z, n_some, "some"))
                 if some <= floor:
                     return floor
@@ -717,7 +845,7 @@ class ShapeBounds:
             room = np.cumsum(sizes)
             seen = -1
             for c in range(0, len(hold) + 1):       # in this case some ring crosses: r < P
-                r = 0 if c == 0 else min(P - 1, int(hold[c - 1]))
+                r = 0 if c == 0 else min(r_top, int(hold[c - 1]))
                 if r == seen:         # more sites for as many rings only cost more crossings
                     continue
                 seen = r
@@ -736,14 +864,86 @@ class ShapeBounds:
                     # with none of them has every neighbour of its whole-ring stages elsewhere
                     spare = int((sizes[:r] - D).sum())
                     if spare < D:
-                        case = max(case, with_ring(desc, coef, lat, r, occ_z, hop_z,
-                                                   which="every" if spare == 0 else "some", isolated=True))
+                        which = "every" if spare == 0 else "some"
+                        case = max(case, with_ring(desc, coef, lat, r, occ_z, hop_z, which=which, isolated=True))
+                        if case < none:
+                            case = max(case, whole_sites(mt, t - 1, r, which, desc, coef, lat, case))
                 none = min(none, case)
                 if none <= floor:
                     return floor
-                if r >= P - 1:
+                if r >= r_top:
                     break
             return min(some, none)
+
+        def whole_sites(mt: _Inside, y: int, r: int, which: str, desc: np.ndarray, coef: float, lat: float,
+                        floor: float) -> float:
+            """The full-sites case with the whole rings' sites named: whole ring e
+            (stage e of the positions E) fills site sigma(e), so the replica's link
+            beside it leads to another site that no whole ring fills, or to
+            sigma(e+1) when stage e+1 is whole too; each such link is no better than
+            the fastest between those sites. With no spare device (``every``), each
+            crossing ring spans two or more of the other sites, so the replicas'
+            patterns (the site of each crossing stage) cover two sites per crossing
+            stage: the plan is no faster than the least, over such sets of patterns,
+            of their slowest one. The least over E and sigma (within SITE_WORK joint
+            cuts); ``floor`` as soon as one shows nothing above it."""
+            sizes, ib, hp, al = mt.site_links(y, a.inv_beta, a.alpha, A)
+            held = np.nonzero(sizes >= D)[0].tolist()
+            work = math.comb(P, r) * math.perm(len(held), r) * (1 + (len(sizes) - r) ** (P - r))
+            if len(held) < r or work > SITE_WORK:
+                return floor
+
+            def links(site: dict[int, int]) -> list[tuple[float, float]]:
+                out = []
+                for i in range(P - 1):
+                    u, v = site.get(i), site.get(i + 1)
+                    if u is None or v is None:
+                        out.append((0.0, hop))
+                    else:
+                        out.append((A * float(ib[u, v]), float(hp[u, v])))
+                return out
+
+            best = INF
+            for ex in itertools.combinations(range(P), r):
+                crossing = [j for j in range(P) if j not in ex]
+                for sigma in itertools.permutations(held, r):
+                    others = [u for u in range(len(sizes)) if u not in sigma]
+                    if not others:
+                        continue                # the crossing rings have no site left
+                    site = dict(zip(ex, sigma))
+                    # with no spare device, a crossing ring spans two of the other sites: it has
+                    # a link between two of them
+                    coef_x, lat_x = coef, lat
+                    if which == "every" and len(others) >= 2:
+                        pairs = list(itertools.combinations(others, 2))
+                        coef_x = max(coef, cring * float(min(ib[u, v] for u, v in pairs)))
+                        lat_x = max(lat, 2.0 * (D - 1) * float(min(al[u, v] for u, v in pairs)))
+                    # beside a whole stage, the best of the other sites
+                    exact = links(site)
+                    for i in range(P - 1):
+                        u, v = site.get(i), site.get(i + 1)
+                        if (u is None) != (v is None):
+                            w = u if u is not None else v
+                            exact[i] = (A * float(ib[w, others].min()), float(hp[w, others].min()))
+                    val = with_ring(desc, coef_x, lat_x, ex, which=which, exact=exact)
+                    if which == "every" and len(others) >= 2 and val < best:
+                        cost = []
+                        for pat in itertools.product(others, repeat=len(crossing)):
+                            exact_p = links(site | dict(zip(crossing, pat)))
+                            if all(math.isfinite(h) for _o, h in exact_p):     # else two stages on one device
+                                cost.append((with_ring(desc, coef_x, lat_x, ex, which="some", exact=exact_p), pat))
+                        cost.sort()
+                        seen: list[set[int]] = [set() for _ in crossing]
+                        for c_pat, pat in cost:
+                            for s_j, u in zip(seen, pat):
+                                s_j.add(u)
+                            if all(len(s_j) >= 2 for s_j in seen):
+                                val = max(val, c_pat)
+                                break
+                    best = min(best, val)
+                    if best <= floor:
+                        return floor
+            return best
 
         def rings_inside(mt: _Tiers, kind: str, t: int, desc: np.ndarray, base: float, occ_z: float,
                          hop_z: float) -> float:
@@ -783,6 +983,8 @@ class ShapeBounds:
                         z_y = float(lv[y])
                         lat_y = penalties(kind, z_y)[2] - cring * N_big * z_y
                         val = max(val, with_ring(desc, cring * z_y, lat_y, h, occ_n, hop_n, n_cross))
+                    if val < out:
+                        val = site_orders(mt, y, desc, val)
                 out = min(out, val)
             return out
 

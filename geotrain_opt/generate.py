@@ -22,7 +22,7 @@ import yaml
 from .errors import GeoTrainError
 from .regions import CITIES, great_circle_km
 
-FAMILIES = ("tiny", "small", "geo", "mixed-power", "memory-tight", "nodes")
+FAMILIES = ("tiny", "small", "geo", "mixed-power", "memory-tight", "nodes", "regions")
 FIBRE_KM_PER_MS = 200.0 / 1.5   # light in fibre ~200 km/ms, routes ~1.5x the great circle
 TCP_WINDOW_BYTES = 2.5e6        # single-stream rate x RTT ~ 2.3-2.7 MB
 STREAMS = 8                     # parallel streams a trainer opens per link
@@ -271,15 +271,39 @@ def nodes(n: int, seed: int) -> dict[str, Any]:
     return d
 
 
+def regions(n: int, seed: int) -> dict[str, Any]:
+    """DT-FM's Cases 4 and 5 in small: three or four regions of the same number of
+    single-GPU machines (at most ``n`` in all), one GPU type but for an occasional
+    slower one, a ring inside a region at a few Gbit/s and every pair of regions
+    with its own WAN link. Plans that take every device fill every region, so the
+    site-order and whole-site bounds decide (formulations/exact.md §8); small
+    enough for brute force on every shape (benchmarks/bound_validity.py --regions)."""
+    rng = np.random.default_rng((seed, 3))
+    k = 3 + seed % 2
+    per = max(1, min(2 + (seed // 2) % 2, n // k))
+    d = nodes(n, seed)
+    d["name"] = f"regions-{seed}"
+    d["devices"] = [{"id": f"g{r}-{i}", "type": "t1" if rng.random() < 0.15 else "t0", "region": f"r{r}",
+                     "node": f"n{r}-{i}"} for r in range(k) for i in range(per)]
+    d["network"] = {"intra_node": {"latency_ms": 0.0, "bandwidth_gbps": 800.0},
+                    "intra_region": {"latency_ms": float(rng.choice([0.0, 2.0, 5.0])),
+                                     "bandwidth_gbps": float(rng.choice([2.0, 5.0]))},
+                    "inter_region": [{"a": f"r{i}", "b": f"r{j}", "latency_ms": float(rng.choice([0.0, 10.0, 40.0, 70.0])),
+                                      "bandwidth_gbps": float(rng.choice([0.5, 0.8, 1.0, 1.1, 1.25, 1.5]))}
+                                     for i in range(k) for j in range(i + 1, k)]}
+    return d
+
+
 def generate(family: str, n: int, seed: int) -> dict[str, Any]:
-    ranges = {"tiny": (2, 6), "small": (4, 16), "geo": (16, 4096), "mixed-power": (4, 64), "memory-tight": (4, 64), "nodes": (4, 9)}
+    ranges = {"tiny": (2, 6), "small": (4, 16), "geo": (16, 4096), "mixed-power": (4, 64), "memory-tight": (4, 64),
+              "nodes": (4, 9), "regions": (4, 12)}
     if family not in ranges:
         raise GeoTrainError(f"generate: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     lo, hi = ranges[family]
     if not lo <= n <= hi:
         raise GeoTrainError(f"generate: --gpus for family {family} must be in {lo}..{hi}, got {n}")
     return {"tiny": tiny, "small": small, "geo": geo, "mixed-power": mixed_power,
-            "memory-tight": memory_tight, "nodes": nodes}[family](n, seed)
+            "memory-tight": memory_tight, "nodes": nodes, "regions": regions}[family](n, seed)
 
 
 def to_yaml(d: dict[str, Any]) -> str:

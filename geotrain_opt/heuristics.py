@@ -5,6 +5,9 @@ They make generation 0 reasonable and serve the baselines as well. Each returns
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
 from .construct import feasible_shapes, greedy_memory_cuts, split_micro_batches, stage_memory
@@ -204,13 +207,16 @@ def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, .
     return out
 
 
-def site_rings(inst: Instance, D: int, P: int, starts: int = 8):
+def site_rings(inst: Instance, D: int, P: int, starts: int = 8, orders: int = 120, polish: int = 4):
     """Every ring inside one site (DT-FM's layout for machines spread over cities):
     stage j's D devices from one site, a component of the lowest link tier whose
     components hold a ring (a site of 2D devices gives two stages), the sites in
     a path that goes on by the quickest hop (alpha + A/beta), from each of the
-    first ``starts`` sites. None if the sites cannot hold P rings. The replicas
-    then cross between sites P-1 times but every all-reduce stays inside one."""
+    first ``starts`` sites, or, where the sites allow at most ``orders`` paths,
+    every path; the evaluator picks the path (the ``polish`` best at the
+    constructive cuts, with their cuts hill-climbed). None if
+    the sites cannot hold P rings. The replicas then cross between sites P-1
+    times but every all-reduce stays inside one."""
     from .bounds import link_tiers
     a = inst.arrays
     tiers = link_tiers(inst)
@@ -226,20 +232,43 @@ def site_rings(inst: Instance, D: int, P: int, starts: int = 8):
         return None
     head = np.array([sl[0] for sl in slots])
     hop = a.alpha[np.ix_(head, head)] + a.A * a.inv_beta[np.ix_(head, head)]
-    best, best_cost = None, np.inf
-    for first in range(min(starts, len(slots))):
-        path, cost = [first], 0.0
-        free = np.ones(len(slots), dtype=bool)
-        free[first] = False
-        while len(path) < P:
-            h = np.where(free, hop[path[-1]], np.inf)
-            nxt = int(np.argmin(h))
-            cost += float(h[nxt])
-            path.append(nxt)
-            free[nxt] = False
-        if cost < best_cost:
-            best, best_cost = path, cost
-    return _finish(inst, np.array([slots[i] for i in best], dtype=np.int64).T.copy())
+    if math.perm(len(slots), P) <= orders:
+        # the sum of hops misjudges the period, which the occupancies set: try every path
+        paths = [list(p) for p in itertools.permutations(range(len(slots)), P)]
+    else:
+        paths = []
+        for first in range(min(starts, len(slots))):
+            path = [first]
+            free = np.ones(len(slots), dtype=bool)
+            free[first] = False
+            while len(path) < P:
+                nxt = int(np.argmin(np.where(free, hop[path[-1]], np.inf)))
+                path.append(nxt)
+                free[nxt] = False
+            paths.append(path)
+    plans = [_finish(inst, np.array([slots[i] for i in path], dtype=np.int64).T.copy()) for path in paths]
+    if len(plans) == 1:
+        return plans[0]
+    from . import objective as objmod
+    from .evaluator import BatchEvaluator
+    ev = BatchEvaluator(inst)
+    r = ev(*(np.array([p[k] for p in plans], dtype=np.int64) for k in range(3)))
+    value = np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf)
+    # the constructive cuts misjudge the paths too (the rows beside the slow links
+    # move the best cut): every path again at the best path's hill-climbed cuts,
+    # then the few best with their own cuts hill-climbed
+    best = plans[int(np.argmin(value))]
+    cuts0, _v = polish_cuts(inst, ev, *best)
+    r = ev(np.array([p[0] for p in plans], dtype=np.int64), np.repeat(cuts0[None], len(plans), 0),
+           np.array([p[2] for p in plans], dtype=np.int64))
+    value = np.minimum(value, np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf))
+    best_value = np.inf
+    for i in np.argsort(value, kind="stable")[:polish]:
+        grid, cuts, mb = plans[int(i)]
+        cuts, v = polish_cuts(inst, ev, grid, cuts, mb)
+        if v < best_value:
+            best, best_value = (grid, cuts, mb), v
+    return best
 
 
 def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, rounds: int = 60):

@@ -354,16 +354,24 @@ def test_joint_cut_and_split_site_bounds_below_brute_force_on_node_clusters():
     """The merge tier's joint cut (one cut sets both the period and the crossing
     rings' heaviest stage) and its split-site sub-cases (whole replicas and whole
     rings inside nodes) against the brute-force optimum of every shape."""
+    # seed 91: the tier bound that once rose above its optimum
+    checked, merge = _below_brute_force("nodes", 6, range(100))
+    assert checked >= 400 and merge >= 40
+
+
+def _below_brute_force(family: str, n: int, seeds) -> tuple[int, int]:
+    """Every shape's bound against its brute-force optimum on generated instances:
+    (shapes checked, shapes the merge tier decided with D, P > 1)."""
     checked = merge = 0
-    for seed in range(100):       # seed 91: the tier bound that once rose above its optimum
-        inst = instance_from_dict(_node_instance(seed))
+    for seed in seeds:
+        inst = instance_from_dict(generate(family, n, seed))
         ev = BatchEvaluator(inst)
         for (D, P), b in shape_bounds(inst).items():
             best = shape_optimum(inst, D, P, ev)
-            assert b.value <= best * (1 + 1e-9), (seed, D, P, b, best)
+            assert b.value <= best * (1 + 1e-9), (family, seed, D, P, b, best)
             checked += 1
             merge += b.by == "merge tier" and D > 1 and P > 1
-    assert checked >= 400 and merge >= 40
+    return checked, merge
 
 
 def test_tier_components_joint_finds_a_component_by_its_devices():
@@ -483,7 +491,7 @@ def test_merge_tier_takes_each_merging_component_with_its_ring_slots():
 
 
 @pytest.mark.parametrize("path,D,P,order,floor", [
-    ("instances/real/dtfm-4-regional-geo.yaml", 16, 4, ("california", "oregon", "virginia", "ohio"), 20.89),
+    ("instances/real/dtfm-4-regional-geo.yaml", 16, 4, ("california", "oregon", "virginia", "ohio"), 22.36),
     ("instances/real/dtfm-5-worldwide-geo.yaml", 8, 8,
      ("oregon", "virginia", "frankfurt", "london", "ireland", "ohio", "tokyo", "seoul"), 24.90)])
 def test_lower_tier_sites_raise_the_dtfm_bounds_and_stay_below_a_ring_per_region_plan(path, D, P, order, floor):
@@ -517,3 +525,71 @@ def test_site_rings_keeps_every_ring_in_one_city_and_beats_the_memetic_plan_on_c
     assert v < 33.2173
     # a ring of 16 first fits at the 1.16 Gbit/s tier, in its one component of two cities
     assert site_rings(inst, 16, 2) is None
+
+
+def test_ring_front_is_one_cut_for_both_ring_terms():
+    """``_joint_cut`` with named exempt stages and every link's occupancy
+    (``_ring_front``) against every cut of DT-FM Case 4's 24 identical layers into
+    4 stages: the period's largest row and both ring terms (the crossing stages'
+    and every stage's fastest tier) from the same cut."""
+    import itertools
+    inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
+    sb = ShapeBounds(inst)
+    a = inst.arrays
+    L, P, s = a.L, 4, float(a.speed.max())
+    w, p = float(np.diff(a.w_prefix)[0]), float(np.diff(a.par_prefix)[0])
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        exempt = tuple(sorted(rng.choice(P, size=int(rng.integers(1, P)), replace=False).tolist()))
+        links = tuple(float(x) for x in rng.choice([0.0, 0.03, 0.06, 0.1], size=P - 1))
+        steady, tau0 = int(rng.integers(10, 70)), float(rng.choice([0.0, 0.2]))
+        coef, lat = float(rng.choice([2.4e-8, 3e-8])), float(rng.choice([0.0, 0.36]))
+        fast = (1.5e-8, 0.15)
+        want = np.inf
+        for cut in itertools.combinations(range(1, L), P - 1):
+            n = np.diff([0, *cut, L])
+            o = [0.0] + [max(x, sb.occ_min) for x in links] + [0.0]
+            rows = [n[j] * w / s + (a.head_work / s if j == P - 1 else 0.0) + 2 * a.kappa * (o[j] + o[j + 1])
+                    for j in range(P)]
+            N = n * p + np.array([a.emb_params] + [0.0] * (P - 2) + [a.head_params])
+            ring = max(fast[0] * N.max() + fast[1],
+                       max(coef * N[j] + lat for j in range(P) if j not in exempt))
+            want = min(want, steady * max(tau0, max(rows)) + ring)
+        got = sb._joint_cut(P, s, steady, tau0, coef, exempt, ring_lat=lat, fast=fast, links=links)
+        assert got == pytest.approx(want, rel=1e-9), (exempt, links, steady, tau0)
+
+
+def test_dtfm_case_4_shape_bound_is_its_best_plan():
+    """Case 4, 16x4 (four regions of 16 = D single-GPU machines): with a ring per
+    region the replicas' links are the regions' own (sites in order), and a plan
+    with a crossing ring has at least two (every device used, every region full),
+    whose sites and patterns the whole-sites bound names: the shape's bound is the
+    value of the plan with one ring per region in the order Ohio, Virginia,
+    Oregon, California, cuts 7/5/5/7, found again by ``site_rings``. Before these
+    rules the bound was 20.90 s (rings per region 21.87 s, mixed 20.90 s)."""
+    from geotrain_opt.heuristics import site_rings
+    inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
+    grid, cuts, mb = site_rings(inst, 16, 4)
+    assert [inst.devices[g].region for g in grid[0]] == ["ohio", "virginia", "oregon", "california"]
+    assert list(cuts) == [0, 7, 12, 17, 24]
+    best = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
+    assert best == pytest.approx(22.364301949462515, rel=1e-12)
+    assert ShapeBounds(inst)(16, 4).value == pytest.approx(best, rel=1e-9)
+    value, _by = instance_bound(inst)
+    assert value == pytest.approx(best, rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["cpsat", "milp"])
+def test_dtfm_case_4_is_proved_by_its_bounds(engine):
+    inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
+    res = get(engine)(inst, SolveOptions(time_limit_s=60, workers=2))
+    assert res.status == "optimal" and res.objective_value == pytest.approx(22.364301949462515, rel=1e-9)
+    assert all(s["status"] == "closed" for s in res.stats["shape_log"])
+
+
+def test_site_order_and_whole_site_bounds_below_brute_force_on_regions():
+    """The ``regions`` family (3-4 regions of 2 single-GPU machines: plans that use
+    every device fill every region) against the brute-force optimum of every
+    shape, where the site-order and whole-site bounds decide."""
+    checked, merge = _below_brute_force("regions", 8, range(8))
+    assert checked >= 80 and merge >= 16
