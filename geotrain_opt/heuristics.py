@@ -64,6 +64,12 @@ def _site_order(inst: Instance) -> list[int]:
                                                 -node_size[node_of[g]], node_of[g], g))
 
 
+def _primary(inst: Instance, r) -> np.ndarray:
+    """Each batched plan's primary objective, inf where it is not acceptable."""
+    from . import objective as objmod
+    return np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf)
+
+
 def _finish(inst: Instance, grid: np.ndarray):
     mb = split_micro_batches(inst.model.num_micro_batches, grid.shape[0])
     return grid, _cuts_for(inst, grid, mb), mb
@@ -249,11 +255,10 @@ def site_rings(inst: Instance, D: int, P: int, starts: int = 8, orders: int = 12
     plans = [_finish(inst, np.array([slots[i] for i in path], dtype=np.int64).T.copy()) for path in paths]
     if len(plans) == 1:
         return plans[0]
-    from . import objective as objmod
     from .evaluator import BatchEvaluator
     ev = BatchEvaluator(inst)
     r = ev(*(np.array([p[k] for p in plans], dtype=np.int64) for k in range(3)))
-    value = np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf)
+    value = _primary(inst, r)
     # the constructive cuts misjudge the paths too (the rows beside the slow links
     # move the best cut): every path again at the best path's hill-climbed cuts,
     # then the few best with their own cuts hill-climbed
@@ -261,7 +266,7 @@ def site_rings(inst: Instance, D: int, P: int, starts: int = 8, orders: int = 12
     cuts0, _v = polish_cuts(inst, ev, *best)
     r = ev(np.array([p[0] for p in plans], dtype=np.int64), np.repeat(cuts0[None], len(plans), 0),
            np.array([p[2] for p in plans], dtype=np.int64))
-    value = np.minimum(value, np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf))
+    value = np.minimum(value, _primary(inst, r))
     best_value = np.inf
     for i in np.argsort(value, kind="stable")[:polish]:
         grid, cuts, mb = plans[int(i)]
@@ -277,14 +282,13 @@ def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, roun
     Constructive cuts follow speeds only; the slow links a grid has (their exposed
     communication in the rows beside them, the rings' heaviest stage) move the best
     cut, often by several layers. Returns (cuts, value); value inf if unacceptable."""
-    from . import objective as objmod
     a = inst.arrays
     P = len(cuts) - 1
     grid, mb = np.asarray(grid, dtype=np.int64), np.asarray(mb, dtype=np.int64)
 
     def values(cs: np.ndarray) -> np.ndarray:
         r = ev(np.repeat(grid[None], len(cs), 0), cs, np.repeat(mb[None], len(cs), 0))
-        return np.where(r.acceptable, objmod.of(inst.objective, r)[0], np.inf)
+        return _primary(inst, r)
     cur = np.asarray(cuts, dtype=np.int64)
     best = float(values(cur[None])[0])
     def moves(pairs: bool) -> np.ndarray:
