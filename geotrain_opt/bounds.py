@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -1108,11 +1108,24 @@ class ShapeBounds:
         return ShapeBound(D, P, float(objmod.primary(obj, T, E, C, Q)), by, T, E)
 
 
-def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None) -> dict[tuple[int, int], ShapeBound]:
-    """The bound of every shape (default: every feasible shape of the instance)."""
+def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None,
+                 stop: Callable[[], bool] | None = None) -> dict[tuple[int, int], ShapeBound]:
+    """The bound of every shape (default: every feasible shape of the instance).
+    ``stop()`` true: the shapes not reached yet get the trivial bound 0 ("not
+    computed"; at thousands of GPUs every shape's bound takes longer than a short
+    time limit), and nothing is kept for the next call."""
     from .construct import feasible_shapes
     # once per instance: the exact driver, ``solve`` and ``verify`` all ask for them
     every = inst._cache.get("shape_bounds")
+    if every is None and stop is not None:
+        sb = ShapeBounds(inst)
+        out = {}
+        for s in feasible_shapes(inst) + [s for s in shapes or [] if s not in out]:
+            if s not in out:
+                out[s] = ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) if stop() else sb(*s)
+        if all(b.by != "not computed" for b in out.values()):
+            inst._cache["shape_bounds"] = dict(out)
+        return dict(out) if shapes is None else {s: out[s] for s in shapes}
     if every is None:
         sb = ShapeBounds(inst)
         every = inst._cache["shape_bounds"] = {s: sb(*s) for s in feasible_shapes(inst)}

@@ -213,69 +213,6 @@ def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, .
     return out
 
 
-def site_rings(inst: Instance, D: int, P: int, starts: int = 8, orders: int = 120, polish: int = 4):
-    """Every ring inside one site (DT-FM's layout for machines spread over cities):
-    stage j's D devices from one site, a component of the lowest link tier whose
-    components hold a ring (a site of 2D devices gives two stages), the sites in
-    a path that goes on by the quickest hop (alpha + A/beta), from each of the
-    first ``starts`` sites, or, where the sites allow at most ``orders`` paths,
-    every path; the evaluator picks the path (the ``polish`` best at the
-    constructive cuts, with their cuts hill-climbed). None if
-    the sites cannot hold P rings. The replicas then cross between sites P-1
-    times but every all-reduce stays inside one."""
-    from .bounds import link_tiers
-    a = inst.arrays
-    tiers = link_tiers(inst)
-    y = tiers.first_fit(D)
-    if y >= len(tiers.levels) or D * P > inst.n:
-        return None
-    lab = tiers.labels[y]
-    slots = []
-    for g0 in dict.fromkeys(lab[g] for g in _site_order(inst)):
-        members = [g for g in _site_order(inst) if lab[g] == g0]
-        slots += [members[k * D:(k + 1) * D] for k in range(len(members) // D)]
-    if len(slots) < P:
-        return None
-    head = np.array([sl[0] for sl in slots])
-    hop = a.alpha[np.ix_(head, head)] + a.A * a.inv_beta[np.ix_(head, head)]
-    if math.perm(len(slots), P) <= orders:
-        # the sum of hops misjudges the period, which the occupancies set: try every path
-        paths = [list(p) for p in itertools.permutations(range(len(slots)), P)]
-    else:
-        paths = []
-        for first in range(min(starts, len(slots))):
-            path = [first]
-            free = np.ones(len(slots), dtype=bool)
-            free[first] = False
-            while len(path) < P:
-                nxt = int(np.argmin(np.where(free, hop[path[-1]], np.inf)))
-                path.append(nxt)
-                free[nxt] = False
-            paths.append(path)
-    plans = [_finish(inst, np.array([slots[i] for i in path], dtype=np.int64).T.copy()) for path in paths]
-    if len(plans) == 1:
-        return plans[0]
-    from .evaluator import BatchEvaluator
-    ev = BatchEvaluator(inst)
-    r = ev(*(np.array([p[k] for p in plans], dtype=np.int64) for k in range(3)))
-    value = _primary(inst, r)
-    # the constructive cuts misjudge the paths too (the rows beside the slow links
-    # move the best cut): every path again at the best path's hill-climbed cuts,
-    # then the few best with their own cuts hill-climbed
-    best = plans[int(np.argmin(value))]
-    cuts0, _v = polish_cuts(inst, ev, *best)
-    r = ev(np.array([p[0] for p in plans], dtype=np.int64), np.repeat(cuts0[None], len(plans), 0),
-           np.array([p[2] for p in plans], dtype=np.int64))
-    value = np.minimum(value, _primary(inst, r))
-    best_value = np.inf
-    for i in np.argsort(value, kind="stable")[:polish]:
-        grid, cuts, mb = plans[int(i)]
-        cuts, v = polish_cuts(inst, ev, grid, cuts, mb)
-        if v < best_value:
-            best, best_value = (grid, cuts, mb), v
-    return best
-
-
 def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, rounds: int = 60):
     """Hill-climb the cuts of one plan: every move of one cut by 1 or 2 layers,
     evaluated in one batch, the best taken while it improves the primary objective.

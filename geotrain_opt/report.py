@@ -47,7 +47,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per (instance, solver) with medians, gap and reductions."""
     # ours: what the tool plans with; baselines: what it is compared against (a run's
     # label, e.g. a variant "memetic-islands", is neither and is reported apart)
-    ours = set(solvers.names("exact") + solvers.names("heuristic"))
+    our_names = set(solvers.names("exact") + solvers.names("heuristic"))
     baselines = set(solvers.names("baseline"))
     by: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
@@ -72,7 +72,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rec["gap"] = (None if optimum is None or rec["value"] is None
                           else (rec["value"] - optimum) / abs(optimum))
             recs[s] = rec
-        ours = [r for s, r in recs.items() if s in ours and r["value"] is not None]
+        ours = [r for s, r in recs.items() if s in our_names and r["value"] is not None]
         best = min(ours, key=lambda r: r["value"]) if ours else None
         for s, rec in recs.items():
             rec["best_solver"] = best["solver"] if best else None

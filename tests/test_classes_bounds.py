@@ -93,6 +93,48 @@ def test_device_classes_partition_and_an_asymmetric_link_splits_them():
     assert sorted(map(sorted, classes)) == [[0, 3], [1], [2]]
 
 
+def _classes_by_definition(inst) -> list[list[int]]:
+    """Device classes straight from their definition (formulation.device_classes),
+    every pair checked against every other device: the reference for the
+    fingerprinted version."""
+    a = inst.arrays
+    n = inst.n
+    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
+            inst.devices[g].clocks) for g in range(n)]
+    classes: list[list[int]] = []
+    for g in range(n):
+        for cls in classes:
+            h = cls[0]
+            others = [o for o in range(n) if o != g and o not in cls]
+            same = key[h] == key[g] and all(m[g, o] == m[h, o] and m[o, g] == m[o, h]
+                                            for m in (a.alpha, a.inv_beta) for o in others)
+            pair = cls[:2] if len(cls) > 1 else [g, h]
+            intra = (a.alpha[pair[0], pair[1]], a.inv_beta[pair[0], pair[1]])
+            if same and all((a.alpha[g, o], a.inv_beta[g, o]) == intra == (a.alpha[o, g], a.inv_beta[o, g])
+                            for o in cls):
+                cls.append(g)
+                break
+        else:
+            classes.append([g])
+    return classes
+
+
+def test_fingerprinted_device_classes_match_the_definition():
+    """The fingerprint only rules classes out: on the DT-FM cases (nodes of 8, 4
+    and 1 GPU), a mixed pool and generated clusters with asymmetric and uniform
+    networks, the classes are those of the definition."""
+    insts = [load_instance(f"instances/real/{f}.yaml") for f in
+             ("dtfm-1-datacenter-ondemand", "dtfm-2-datacenter-spot", "dtfm-5b-worldwide-unbalanced",
+              "mixed-gen-5region-40")]
+    insts += [instance_from_dict(generate(fam, 12, s)) for fam in ("small", "mixed-power", "memory-tight")
+              for s in range(3)]
+    insts.append(instance_from_dict(generate("geo", 64, 1)))
+    for inst in insts:
+        formulation_classes = formulation._device_classes(inst)
+        assert formulation_classes == _classes_by_definition(inst)
+    assert [len(c) for c in formulation._device_classes(insts[0])] == [8] * 8
+
+
 def test_pinned_class_model_gives_the_evaluator_time():
     """x of the class model fixed to a plan's classes: the least T is the plan's T."""
     inst = load_instance("instances/real/vldb-t4-a10-crosscloud.yaml")
@@ -512,17 +554,123 @@ def test_lower_tier_sites_raise_the_dtfm_bounds_and_stay_below_a_ring_per_region
 
 def test_site_rings_keeps_every_ring_in_one_city_and_beats_the_memetic_plan_on_case_5():
     """DT-FM's layout on Case 5 (8 cities of 8 single-GPU machines): a ring per city,
-    the cities in a path of quick hops. With its cuts hill-climbed the 8x6 plan
-    beats the best the memetic solver found (33.2173 s), so the exact driver, which
-    offers it first, starts from it."""
-    from geotrain_opt.heuristics import polish_cuts, site_rings
+    the cities in a path. With its cuts hill-climbed the 8x6 plan beats the best
+    the memetic solver found from its constructive seeds alone (33.2173 s)."""
+    from geotrain_opt.heuristics import polish_cuts
+    from geotrain_opt.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
-    grid, cuts, mb = site_rings(inst, 8, 6)
+    grid, cuts, mb = site_rings(inst, 8, 6, pairs=0)
     region = np.array([d.region for d in inst.devices])
     assert all(len(set(region[grid[:, j]])) == 1 for j in range(6))
     assert len(set(region[grid[0]])) == 6 and len(np.unique(grid)) == 48
     _c, v = polish_cuts(inst, BatchEvaluator(inst), grid, cuts, mb)
     assert v < 33.2173
+    assert evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s == pytest.approx(v, rel=1e-12)
+
+
+def test_unit_grid_pairs_two_stages_over_two_sites():
+    """A pair (u, v) of 4-device slots is two stages: replicas 0-1 run both in u
+    (its first and second halves), replicas 2-3 both in v."""
+    from geotrain_opt.site_layouts import _pair_up, _unit_grid
+    slots = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert _unit_grid(slots, ((2,), (0, 1))).tolist() == [[8, 0, 2], [9, 1, 3], [10, 4, 6], [11, 5, 7]]
+    assert _pair_up(((2,), (0,), (1,)), (1,)) == [(2,), (0, 1)]
+
+
+def test_unit_moves_keep_the_stage_count_and_reach_every_single_swap():
+    from geotrain_opt.site_layouts import _unit_moves
+    units = ((0,), (1, 2), (3,))
+    moves = _unit_moves(units, 5, pairs=True)
+    assert units not in moves and len(set(moves)) == len(moves)
+    assert all(sum(len(u) for u in m) == 4 for m in moves)
+    assert all(len({x for u in m for x in u}) == sum(len(u) for u in m) for m in moves)   # no slot twice
+    assert ((3,), (1, 2), (0,)) in moves            # swap
+    assert ((1, 2), (0,), (3,)) in moves            # relocation
+    assert ((0,), (1, 4), (3,)) in moves            # the unused slot 4 traded in
+    assert ((0,), (2,), (1,), (3,)) in moves        # a pair split in either order
+    assert ((0,), (1,), (2,), (3,)) in moves
+    assert ((0,), (2, 1), (3,)) in moves            # the pair's halves swapped
+    assert ((1, 0), (2,), (3,)) not in moves        # slot 0 is no neighbour of a single unit
+    assert ((3, 1, 2),) not in moves and ((0,), (1, 2), (3,)) not in moves
+    assert not any(len(u) == 2 for m in _unit_moves(((0,), (1,)), 2, pairs=False) for u in m)
+
+
+def test_shape_bounds_past_their_deadline_are_trivial_and_not_kept():
+    """With ``stop`` true every shape gets the trivial bound 0 and nothing is
+    cached; with ``stop`` false the bounds are the usual ones, cached for the next
+    caller."""
+    inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
+    shapes = [(16, 4), (8, 8)]
+    late = shape_bounds(inst, shapes, stop=lambda: True)
+    assert [(b.value, b.by) for b in late.values()] == [(0.0, "not computed")] * 2
+    assert "shape_bounds" not in inst._cache
+    full = shape_bounds(inst, shapes, stop=lambda: False)
+    assert full[(16, 4)].value == pytest.approx(22.364301949462515, rel=1e-9)
+    assert "shape_bounds" in inst._cache and shape_bounds(inst, shapes) == full
+
+
+def test_tree_tour_visits_each_site_once_per_tree_edge():
+    """Four sites on a line by bandwidth (0-1-2 fast, 3 close only to 1): the
+    minimum spanning tree is 0-1, 1-2, 1-3, and the walk around it lists site 1
+    three times, so its ring's slowest link is the tree's (1/beta = 3), where any
+    ring visiting each site once has one of 1/beta >= 9."""
+    from geotrain_opt.site_layouts import _tree_tour
+    ib = np.array([[0, 1, 2, 9], [1, 0, 1, 3], [2, 1, 0, 9], [9, 3, 9, 0]], dtype=float)
+    tour = _tree_tour([0, 1, 2, 3], ib)
+    assert tour == [0, 1, 2, 1, 3, 1]
+    links = [ib[u, v] for u, v in zip(tour, tour[1:] + tour[:1])]
+    assert max(links) == 3 and sorted(tour) == [0, 1, 1, 1, 2, 3]
+    assert _tree_tour([2], ib) == [2]
+
+
+def test_site_replicas_keeps_replicas_in_cities_and_rings_on_fast_links_on_case_5_2():
+    """Case 5-2 (cities of 4 to 13 single-GPU machines), 16x3: every replica inside
+    one city, the cities those whose links (around their minimum spanning tree)
+    are fastest: not Tokyo or Seoul. 31.2459 s, the plan one memetic island run
+    and CP-SAT had found, 6.5 % below the best the memetic solver found before."""
+    from geotrain_opt.site_layouts import site_replicas
+    inst = load_instance("instances/real/dtfm-5b-worldwide-unbalanced.yaml")
+    grid, cuts, mb = site_replicas(inst, 16, 3)
+    region = np.array([d.region for d in inst.devices])
+    assert all(len(set(region[row])) == 1 for row in grid) and len(np.unique(grid)) == 48
+    assert not {"tokyo", "seoul"} & set(region[grid].ravel())
+    T = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
+    assert T == pytest.approx(31.245857418552788, rel=1e-9)
+    # every ring's slowest link is the cities' tree's: no ring crosses more slowly
+    a = inst.arrays
+    ring = a.inv_beta[grid, np.roll(grid, -1, axis=0)].max(axis=0)
+    cities = sorted(set(region[grid].ravel()))
+    heads = [int(np.nonzero(region == c)[0][0]) for c in cities]
+    ib = a.inv_beta[np.ix_(heads, heads)]
+    inside, worst = [0], 0.0
+    while len(inside) < len(heads):      # Prim: the tree's slowest link
+        w, v = min((ib[u, v], v) for u in inside for v in range(len(heads)) if v not in inside)
+        inside.append(v)
+        worst = max(worst, w)
+    assert np.allclose(ring, worst)
+
+
+def test_site_rings_pairs_london_and_frankfurt_on_case_5():
+    """With pairs, Case 5's 8x6 plan shares two stages between two close cities
+    (half of the replicas runs both in one, half in the other): those two rings
+    cross once between the cities, the replicas' link between the two stages
+    stays inside one. It beats the ring-per-city plan and the best plan CP-SAT
+    had found from that plan in 120 s (31.3993 s); every plan it returns is its own
+    evaluation, and the whole-ring plans are among the candidates."""
+    from geotrain_opt.site_layouts import site_rings
+    inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
+    region = np.array([d.region for d in inst.devices])
+    single = evaluate(inst, Plan.from_indices(inst.ids, *site_rings(inst, 8, 6, pairs=0))).time_s
+    grid, cuts, mb = site_rings(inst, 8, 6)
+    T = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
+    assert T < 31.3993 < single
+    assert len(np.unique(grid)) == 48
+    spans = [len(set(region[grid[:, j]])) for j in range(6)]
+    assert set(spans) == {1, 2}
+    for j in range(5):
+        if spans[j] == spans[j + 1] == 2 and set(region[grid[:, j]]) == set(region[grid[:, j + 1]]):
+            # a pair: each replica runs both stages in one city
+            assert all(region[grid[d, j]] == region[grid[d, j + 1]] for d in range(8))
     # a ring of 16 first fits at the 1.16 Gbit/s tier, in its one component of two cities
     assert site_rings(inst, 16, 2) is None
 
@@ -567,7 +715,7 @@ def test_dtfm_case_4_shape_bound_is_its_best_plan():
     value of the plan with one ring per region in the order Ohio, Virginia,
     Oregon, California, cuts 7/5/5/7, found again by ``site_rings``. Before these
     rules the bound was 20.90 s (rings per region 21.87 s, mixed 20.90 s)."""
-    from geotrain_opt.heuristics import site_rings
+    from geotrain_opt.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
     grid, cuts, mb = site_rings(inst, 16, 4)
     assert [inst.devices[g].region for g in grid[0]] == ["ohio", "virginia", "oregon", "california"]

@@ -569,15 +569,41 @@ def _device_classes(inst: Instance) -> list[list[int]]:
     n = inst.n
     key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
             inst.devices[g].clocks) for g in range(n)]
+    mats = (a.alpha, a.inv_beta)
+    # A fingerprint that members of one class share, so that only classes whose
+    # head matches are checked (the check is O(n), and thousands of devices have
+    # hundreds of classes): with each link as a residue of its bits, id < p, and
+    # random weights r < p, s_g = sum_o id[g, o] r_o; two members g, h of a class
+    # whose inner link has id x differ only in columns g and h, so
+    # s_g + (x - id[g, g]) r_g = s_h + (x - id[h, h]) r_h. Exact integers (p < 2^20,
+    # n <= 2^12 terms stay below 2^52); equal links have equal ids, so a mismatch
+    # rules a class out, and a match is checked in full.
+    p = 1048573
+    r = np.random.default_rng(0).integers(1, p, size=n, dtype=np.int64)
+    prints = []
+    if n <= 2 ** 12:
+        for m in mats:
+            ids = (np.ascontiguousarray(m, dtype=np.float64) + 0.0).view(np.int64) % p   # + 0.0: -0.0 is 0.0
+            for mm in (ids, ids.T):
+                prints.append((mm, mm @ r, mm.diagonal().copy()))
     classes: list[list[int]] = []
+    heads: dict[tuple, list[int]] = {}        # key -> index of each class with that key
     for g in range(n):
-        for cls in classes:
+        mine = heads.setdefault(key[g], [])
+        cand = np.array([classes[c][0] for c in mine], dtype=np.int64)
+        ok = np.ones(len(mine), dtype=bool)
+        for ids, sig, diag in prints:
+            if len(mine):
+                x = ids[g, cand]
+                ok &= sig[g] + (x - diag[g]) * r[g] == sig[cand] + (x - diag[cand]) * r[cand]
+        for c in (mine[i] for i in np.nonzero(ok)[0]):
+            cls = classes[c]
             h = cls[0]
-            if key[h] != key[g]:
-                continue
-            others = [o for o in range(n) if o != g and o not in cls]
+            others = np.ones(n, dtype=bool)
+            others[g] = False
+            others[cls] = False
             if not all(np.array_equal(m[g, others], m[h, others]) and np.array_equal(m[others, g], m[others, h])
-                       for m in (a.alpha, a.inv_beta)):
+                       for m in mats):
                 continue
             # within the class every pair has the same link both ways
             pair = cls[:2] if len(cls) > 1 else [g, h]
@@ -586,6 +612,7 @@ def _device_classes(inst: Instance) -> list[list[int]]:
                 cls.append(g)
                 break
         else:
+            mine.append(len(classes))
             classes.append([g])
     return classes
 

@@ -40,6 +40,7 @@ from .encoding import Genome, choice_count, default_split, variant
 from .local_search import local_search, optimize_cuts
 from .operators import CROSSOVERS, MUTATIONS, fresh_cuts, mutation_names
 from ...heuristics import CONSTRUCTORS, component_plans, seed_shapes
+from ...site_layouts import site_plans
 
 if not hasattr(creator, "GeoKey"):
     # (primary, secondary) minimised lexicographically; NSGA-II mode stores (T, E)
@@ -369,6 +370,13 @@ class MemeticRun:
                 say(f"{self.name}: cuts of seed {k + 1}/{len(seeds)}")
                 optimize_cuts(fit, g, rng, stop=stop)
                 _set_fitness(g, o.pareto)
+            if o.seeding and not stop():
+                # last, on what time the other seeds leave (site_rings polishes its own cuts)
+                more = self._site_seeds(sorted({(g.ch, g.D, g.P) for g in seeds}))
+                self.evo.evaluate(more, self._toolbox(0))
+                for g in more:
+                    _set_fitness(g, o.pareto)
+                seeds += more
             say(f"{self.name}: generation 0")
             for i in range(self.n_islands):
                 # island 0 is the single-population solver; the others draw their own streams
@@ -391,6 +399,21 @@ class MemeticRun:
             fit(self.fallback)
             for g in self.fallback:
                 _set_fitness(g, o.pareto)
+
+    def _site_seeds(self, shapes: list[tuple[int, int, int]]) -> list[Genome]:
+        """Layouts by site (site_layouts.site_plans: a ring per site, with stages
+        of close sites paired, and a replica per site) at the shapes (ch, D, P):
+        on machines spread over cities they are the layouts that win (DT-FM
+        Case 5: 30.87 s at 8x6, Case 5-2: 31.25 s at 16x3; the constructive seeds
+        led to 33.22 and 33.3-37.3 s), and no constructor builds them."""
+        inst = self.inst
+
+        def stop() -> bool:
+            # past SITE_SHARE of the budget the search itself needs the rest (at
+            # thousands of GPUs the other seeds take longer than that already)
+            return self.stop() or self.stop.progress > SITE_SHARE
+        found = site_plans([(variant(inst, ch), D, P) for ch, D, P in shapes], SITE_SHAPES, stop)
+        return [self._genome(Plan.from_indices(inst.ids, *built), shapes[i][0]) for _v, i, built in found]
 
     def _genome(self, plan: Plan, ch: int) -> Genome:
         """The genome of a plan built at choice ``ch`` (§11) of the instance."""
@@ -530,6 +553,8 @@ def _solve(inst: Instance, opts: SolveOptions, name: str = "memetic") -> SolverR
 
 
 COMPONENT_SEEDS = 6     # plans inside fast components that join generation 0
+SITE_SHAPES = 2         # shapes whose quick ring-per-site plan is best, tried again in full (and kept)
+SITE_SHARE = 0.4        # share of the budget after which no ring-per-site seed is started
 
 
 def _island_epoch(ctx: tuple, isl: "_Island", steps: int, seconds: float,
