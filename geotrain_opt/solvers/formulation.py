@@ -555,7 +555,8 @@ def device_classes(inst: Instance) -> list[list[int]]:
     plan without changing its cost: same speed, memory, power (PUE included) and
     region, the same links to every device outside the class, and one link, both
     ways, between any two members. Classes in order of their first member.
-    Computed once per instance (O(n^2) per class): every shape's model asks."""
+    Computed once per instance (every shape's model asks); a fingerprint checks
+    only the classes a device can join (formulations/exact.md §3.7)."""
     cached = inst._cache.get("device_classes")
     if cached is not None:
         return [list(c) for c in cached]
