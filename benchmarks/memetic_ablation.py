@@ -52,8 +52,11 @@ def main() -> None:
             Ts, walls, evals = [], [], []
             for seed in range(args.seeds):
                 budget = {} if args.equal_time else {"max_evaluations": args.budget}
+                # no restarts on a stall: only the memetic solver has them (random search
+                # refuses options it does not know)
+                never = {"stall": 10**9} if solver == "memetic" else {}
                 opts = SolveOptions(time_limit_s=args.equal_time or args.time_limit, seed=seed,
-                                    extra=dict(extra, stall=10**9, **budget))
+                                    extra=dict(extra, **never, **budget))
                 t = time.perf_counter()
                 res = get(solver)(inst, opts)
                 walls.append(time.perf_counter() - t)

@@ -1120,9 +1120,8 @@ def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None,
     if every is None and stop is not None:
         sb = ShapeBounds(inst)
         out = {}
-        for s in feasible_shapes(inst) + [s for s in shapes or [] if s not in out]:
-            if s not in out:
-                out[s] = ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) if stop() else sb(*s)
+        for s in dict.fromkeys(feasible_shapes(inst) + list(shapes or [])):
+            out[s] = ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) if stop() else sb(*s)
         if all(b.by != "not computed" for b in out.values()):
             inst._cache["shape_bounds"] = dict(out)
         return dict(out) if shapes is None else {s: out[s] for s in shapes}

@@ -128,17 +128,11 @@ def site_rings(inst: Instance, D: int, P: int, starts: int = 8, orders: int = 50
     from the best plan of each kind: DT-FM Case 5's best known plan (8x6,
     Virginia with Ohio and Frankfurt with London paired) is on no path that the
     screening ranks first. ``stop()`` true ends the search with the best plan so far."""
-    from .bounds import link_tiers
     a = inst.arrays
-    tiers = link_tiers(inst)
-    y = tiers.first_fit(D)
-    if y >= len(tiers.levels) or D * P > inst.n:
+    sites = _sites(inst, D) if D * P <= inst.n else None
+    if sites is None:
         return None
-    lab = tiers.labels[y]
-    slots = []
-    for g0 in dict.fromkeys(lab[g] for g in _site_order(inst)):
-        members = [g for g in _site_order(inst) if lab[g] == g0]
-        slots += [members[k * D:(k + 1) * D] for k in range(len(members) // D)]
+    slots = [members[k * D:(k + 1) * D] for members in sites for k in range(len(members) // D)]
     if len(slots) < P:
         return None
     head = np.array([sl[0] for sl in slots])
@@ -263,8 +257,10 @@ def _sites(inst: Instance, size: int) -> list[list[int]] | None:
     if y >= len(tiers.levels):
         return None
     lab = tiers.labels[y]
-    order = _site_order(inst)
-    return [[g for g in order if lab[g] == g0] for g0 in dict.fromkeys(lab[g] for g in order)]
+    sites: dict[int, list[int]] = {}
+    for g in _site_order(inst):
+        sites.setdefault(int(lab[g]), []).append(g)
+    return list(sites.values())
 
 
 def _tree_tour(sites: list[int], ib: np.ndarray) -> list[int]:

@@ -117,18 +117,17 @@ def _polished(inst: Instance, shapes, deadline: Deadline, share: float) -> list[
     from ..heuristics import CONSTRUCTORS, polish_cuts
     from ..site_layouts import site_plans
     out = []
-    stop = deadline.elapsed + share * deadline.seconds
+    end = deadline.elapsed + share * deadline.seconds
     for D, P in shapes:
         ev = BatchEvaluator(inst)
         for build in CONSTRUCTORS.values():
-            if deadline.elapsed > stop:
+            if deadline.elapsed > end:
                 return out
             grid, cuts, mb = build(inst, D, P)
             cuts, v = polish_cuts(inst, ev, grid, cuts, mb)
             if v < float("inf"):
                 out.append((v, (D, P), Plan.from_indices(inst.ids, grid, cuts, mb)))
-    for v, i, (grid, cuts, mb) in site_plans([(inst, D, P) for D, P in shapes],
-                                                   stop=lambda: deadline.elapsed > stop):
+    for v, i, (grid, cuts, mb) in site_plans([(inst, D, P) for D, P in shapes], stop=lambda: deadline.elapsed > end):
         if v < float("inf"):
             out.append((v, shapes[i], Plan.from_indices(inst.ids, grid, cuts, mb)))
     return out
