@@ -208,3 +208,24 @@ def test_the_memetic_choice_gene(tiny_dict):
         by_hand.append(ev.energy_j if ev.acceptable else float("inf"))
     assert by_hand[1] > min(by_hand)
     assert start.ch in (0, 2) and start.te[1] == pytest.approx(min(by_hand), rel=1e-9) == by_hand[start.ch]
+
+
+def test_choices_left_open_before_the_limit_are_feasible_not_time_limit(tiny_dict):
+    """One solve per choice: if a choice's run ends "feasible" (shapes open before its
+    limit) and none hit its limit, the whole run is "feasible"; one "time_limit" makes it so."""
+    from dataclasses import replace
+    from geotrain_opt.solvers import choices
+    inst = choosing(tiny_dict)
+    real = spec("bruteforce").load()
+
+    def run_as(status):
+        def run(v, opts):
+            res = real(v, opts)
+            first = (v.model.micro_batch, v.model.recompute) == inst.model.choices()[0]
+            return replace(res, status=status) if first else res
+        return run
+
+    for status in ("feasible", "time_limit"):
+        res = choices.over_choices(run_as(status))(inst, SolveOptions(time_limit_s=60))
+        assert len(res.stats["choices"]) == len(inst.model.choices()) > 1
+        assert res.status == status and res.plan is not None and evaluate(inst, res.plan).acceptable
