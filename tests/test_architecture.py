@@ -115,7 +115,7 @@ def test_options_are_typed_dataclasses_with_ranges_and_choices():
             ("dtfm", {"shape": [2, 4, 1]}, r"dtfm: option 'shape' must be \[D, P\]"),
             ("dtfm", {"dtfm_gradient_gb": -1}, r"option 'dtfm_gradient_gb' must be >= 0, got -1"),
             ("simulated-annealing", {"batch": True}, r"option 'batch' must be int, got True"),
-            ("cpsat", {"milp_solver": "highs"}, r"cpsat: unknown option 'milp_solver' \(its options: choice_search, cpsat_search, exact_model\)"),
+            ("cpsat", {"milp_solver": "highs"}, r"cpsat: unknown option 'milp_solver' \(its options: choice_search, class_grid, cpsat_search, exact_model\)"),
             ("greedy", {"population": 4}, r"greedy: unknown option 'population' \(its options: none\)")]:
         with pytest.raises(SolverError, match=msg):
             solvers.check_options(name, extra)

@@ -404,8 +404,9 @@ class MemeticRun:
         """Layouts by site (site_layouts.site_plans: a ring per site, with stages
         of close sites paired, and a replica per site) at the shapes (ch, D, P):
         on machines spread over cities they are the layouts that win (DT-FM
-        Case 5: 30.87 s at 8x6, Case 5-2: 31.25 s at 16x3; the constructive seeds
-        led to 33.22 and 33.3-37.3 s), and no constructor builds them."""
+        Case 5: 30.87 s at 8x6, Case 5-2: 31.25 s at 16x3, against optima of 30.79
+        and 31.21 s; the constructive seeds led to 33.22 and 33.3-37.3 s), and no
+        constructor builds them."""
         inst = self.inst
 
         def stop() -> bool:
