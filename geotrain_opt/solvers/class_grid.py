@@ -34,7 +34,7 @@ from ortools.sat.python import cp_model
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..plan import Plan
-from ..stagecost import flushes, stage_memory_of
+from ..stagecost import flushes, ring_time, stage_memory_of
 from .formulation import device_classes
 
 # Times are integers in units of cutoff * 2^-b, b chosen so that no row's activity
@@ -173,10 +173,6 @@ def _classes(inst: Instance) -> _Classes:
     return got
 
 
-def _ring_cost(a, D: int, N: float, ib: float, al: float) -> float:
-    return 2.0 * (D - 1) / D * a.grad_bytes * N * ib + 2.0 * (D - 1) * al
-
-
 def _ring_floor(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: list[float]) -> float:
     """The largest ring of a solution as the relaxation charges it (no order does better)."""
     a, D = inst.arrays, len(rows)
@@ -190,7 +186,7 @@ def _ring_floor(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
         else:
             U = sum(1 << c for c, k in counts.items() if k > 1) if cl.labelled else Q
             pair = (cl.walk_ib[Q, U], cl.walk_al[Q, U])
-        worst = max(worst, _ring_cost(a, D, n_j, *pair))
+        worst = max(worst, ring_time(a, D, n_j, *pair))
     return worst
 
 
@@ -246,7 +242,7 @@ def _best_order(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
         out = np.zeros(len(perms))
         for j in range(cls.shape[1]):
             u, v = cls[perms, j], cls[nxt, j]
-            out = np.maximum(out, _ring_cost(a, D, N[j], cl.ib[u, v].max(axis=1), cl.al[u, v].max(axis=1)))
+            out = np.maximum(out, ring_time(a, D, N[j], cl.ib[u, v].max(axis=1), cl.al[u, v].max(axis=1)))
         return out
     if D <= 2:
         order = np.arange(D)
