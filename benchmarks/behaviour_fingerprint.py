@@ -4,12 +4,12 @@ evaluations, proofs), to show a refactoring changes no result:
     git stash; python benchmarks/behaviour_fingerprint.py /tmp/before.json; git stash pop
     python benchmarks/behaviour_fingerprint.py /tmp/after.json --compare /tmp/before.json
 
-Each run's status, plan, T, E, evaluation count, generations and Pareto front must be equal.
+Each run's status, plan, T, E, evaluation count, generations and Pareto front must be equal
+(and the exported models byte for byte: ``export-model`` on a shape before and after).
 Run from the repository root."""
 import json, sys
-from geotrain_opt.instance import load_instance
-from geotrain_opt import solvers
-from geotrain_opt.solvers.base import SolveOptions
+from geotrain_opt import load_instance, solvers
+from geotrain_opt.solvers import SolveOptions
 
 RUNS = [
     ("instances/demo-8gpu.yaml", "memetic", {"generations": 15}),
@@ -29,6 +29,15 @@ RUNS = [
     ("instances/demo-8gpu.yaml", "milp", {}),
     ("instances/tiny-4gpu-2region.yaml", "cpsat", {"exact_model": "devices"}),
     ("instances/demo-8gpu.yaml", "greedy", {}),
+    # the planning levers: clocks (§10), micro-batch and recomputation choices (§11), prices
+    ("instances/demo-8gpu-levers.yaml", "memetic", {"generations": 8}),
+    ("instances/demo-8gpu-levers.yaml", "memetic", {"generations": 6, "pareto": True}),
+    ("instances/demo-8gpu-levers.yaml", "memetic", {"generations": 4, "choice_search": "separate"}),
+    ("instances/demo-8gpu-levers.yaml", "random-search", {"max_evaluations": 2000}),
+    ("instances/demo-8gpu-levers.yaml", "simulated-annealing", {"max_evaluations": 2000}),
+    ("instances/demo-8gpu-levers.yaml", "dtfm", {"population": 10, "offspring": 5}),
+    ("instances/demo-8gpu-levers.yaml", "greedy", {}),
+    ("instances/demo-8gpu-levers.yaml", "cpsat", {}),
 ]
 def main():
     import argparse

@@ -1,4 +1,4 @@
-"""Stress check of the shape bounds (geotrain_opt/bounds.py): for every feasible shape
+"""Stress check of the shape bounds (geotrain_opt/bounds/): for every feasible shape
 of the given instances, the constructive plans, plans inside fast components and
 random perturbations of them (device swaps, random cuts, random splits) are
 evaluated; no plan may beat its shape's bound. Prints the count of plans checked,
@@ -19,13 +19,14 @@ import glob
 
 import numpy as np
 
-from geotrain_opt import instance_from_dict, objective as objmod
+from geotrain_opt import instance_from_dict
+from geotrain_opt.cost import objective as objmod
 from geotrain_opt.bounds import shape_bounds
-from geotrain_opt.evaluator import BatchEvaluator
-from geotrain_opt.generate import generate
-from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
-from geotrain_opt.instance import load_instance
-from geotrain_opt.solvers.bruteforce import shape_optimum
+from geotrain_opt.cost.evaluator import BatchEvaluator
+from geotrain_opt.io.generate import generate
+from geotrain_opt.construct.heuristics import CONSTRUCTORS, component_plans
+from geotrain_opt.problem.instance import load_instance
+from geotrain_opt.solvers.exact.bruteforce import shape_optimum
 
 
 def check(name: str, inst, perturb: int, rng: np.random.Generator) -> tuple[int, int, float]:

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from geotrain_opt.instance import instance_from_dict, load_instance, parse_text, read_text_file  # noqa: E402
+from geotrain_opt.problem.instance import instance_from_dict, load_instance, parse_text, read_text_file  # noqa: E402
 from geotrain_opt.solvers import SolveOptions, get  # noqa: E402
 
 INSTANCES = ["instances/demo-8gpu.yaml", "instances/real/vldb-t4-intercontinental.yaml",

@@ -13,9 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from geotrain_opt import evaluate, instance_from_dict     # noqa: E402
-from geotrain_opt.generate import generate                # noqa: E402
-from geotrain_opt.solvers import SolveOptions, class_grid, get   # noqa: E402
+from geotrain_opt import evaluate, instance_from_dict  # noqa: E402
+from geotrain_opt.io.generate import generate  # noqa: E402
+from geotrain_opt.solvers import SolveOptions, get
+from geotrain_opt.solvers.exact import class_grid, ring_orders  # noqa: E402
 
 
 def main() -> int:
@@ -55,7 +56,7 @@ def main() -> int:
                 runs += 1
                 bad += not agree
                 T = f"{vals['cpsat']:.6g}" if vals["cpsat"] is not None else "-"
-                print(f"| {fam}-{n}-{seed} | {inst.n} | {len(class_grid._classes(inst).members)} | {res['cpsat'].status} | "
+                print(f"| {fam}-{n}-{seed} | {inst.n} | {len(ring_orders._classes(inst).members)} | {res['cpsat'].status} | "
                       f"{res['milp'].status} | {T} | {grid} | {'yes' if agree else 'NO'} |", flush=True)
     print(f"\n{runs} clusters, {bad} disagreements")
     return 1 if bad else 0

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from geotrain_opt.fronts import front_points, pareto_front  # noqa: E402
-from geotrain_opt.indicators import hypervolume, reference_point  # noqa: E402
-from geotrain_opt.instance import instance_from_dict, parse_text, read_text_file  # noqa: E402
+from geotrain_opt.analysis.fronts import front_points, pareto_front  # noqa: E402
+from geotrain_opt.analysis.indicators import hypervolume, reference_point  # noqa: E402
+from geotrain_opt.problem.instance import instance_from_dict, parse_text, read_text_file  # noqa: E402
 from geotrain_opt.solvers import SolveOptions, get  # noqa: E402
 
 INSTANCES = ["instances/demo-8gpu.yaml", "instances/real/vldb-t4-intercontinental.yaml",

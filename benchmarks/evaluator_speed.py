@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from geotrain_opt import Plan, evaluate, instance_from_dict, load_instance
-from geotrain_opt.evaluator import BatchEvaluator
-from geotrain_opt.generate import generate
+from geotrain_opt.cost.evaluator import BatchEvaluator
+from geotrain_opt.io.generate import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from geotrain_opt import evaluate                                  # noqa: E402
-from geotrain_opt.objective import primary                         # noqa: E402
-from geotrain_opt.solvers import SolveOptions, formulation, get    # noqa: E402
-from geotrain_opt.construct import plan_count             # noqa: E402
+from geotrain_opt import evaluate  # noqa: E402
+from geotrain_opt.cost.objective import primary  # noqa: E402
+from geotrain_opt.solvers import SolveOptions, get
+from geotrain_opt.solvers.exact import formulation  # noqa: E402
+from geotrain_opt.construct.pieces import plan_count  # noqa: E402
 from tests.test_exact_differential import draw                     # noqa: E402
 
 RTOL = 1e-6

@@ -13,7 +13,7 @@ model (per device or per class), units, wall time, status, the gap at the limit,
 the plan's T, how many shapes the bounds closed without a model, and how many the
 class-grid relaxation closed (CP-SAT; formulations/exact.md §9).
 ``--gap``: generated ``geo`` instances, the memetic plan after the time limit,
-the instance's lower bound (geotrain_opt/bounds.py) and the certified gap.
+the instance's lower bound (geotrain_opt/bounds/) and the certified gap.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import time
 
 from geotrain_opt import instance_from_dict
 from geotrain_opt.bounds import attach_bound
-from geotrain_opt.generate import generate, small
-from geotrain_opt.instance import load_instance
+from geotrain_opt.io.generate import generate, small
+from geotrain_opt.problem.instance import load_instance
 from geotrain_opt.solvers import SolveOptions, get
 
 

@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from geotrain_opt import dtfm_scenarios as dtfm
-from geotrain_opt.calibrate import apply_calibration, calibrate, fit_errors, predict, read_runs
-from geotrain_opt.evaluator import evaluate
-from geotrain_opt.instance import instance_from_dict, load_instance
-from geotrain_opt.plan import Plan
+from geotrain_opt.problem import dtfm_scenarios as dtfm
+from geotrain_opt.cost.calibrate import apply_calibration, calibrate, fit_errors, predict, read_runs
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.problem.instance import instance_from_dict, load_instance
+from geotrain_opt.problem.plan import Plan
 
 # (case, layers, batch) -> measured seconds, "Ours w/ scheduler" (strided layout)
 MEASURED = {

@@ -20,7 +20,7 @@ import statistics
 import time
 
 from geotrain_opt import instance_from_dict
-from geotrain_opt.generate import generate
+from geotrain_opt.io.generate import generate
 from geotrain_opt.solvers import SolveOptions, get
 
 ARMS = {

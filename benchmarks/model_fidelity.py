@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 from geotrain_opt import evaluate, load_instance
-from geotrain_opt.simulate import simulate
+from geotrain_opt.cost.simulate import simulate
 from geotrain_opt.solvers import SolveOptions, get
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from geotrain_opt.bounds import shape_bounds           # noqa: E402
-from geotrain_opt.instance import load_instance        # noqa: E402
-from geotrain_opt.site_layouts import site_plans       # noqa: E402
+from geotrain_opt.bounds import shape_bounds  # noqa: E402
+from geotrain_opt.problem.instance import load_instance  # noqa: E402
+from geotrain_opt.construct.site_layouts import site_plans  # noqa: E402
 
 
 def main() -> int:

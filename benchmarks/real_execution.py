@@ -214,8 +214,8 @@ def main() -> None:
         return worker_main(args)
 
     from geotrain_opt import evaluate, load_instance
-    from geotrain_opt.export_plan import load_plan_or_export
-    from geotrain_opt.simulate import ev_stage_params, simulate
+    from geotrain_opt.io.export_plan import load_plan_or_export
+    from geotrain_opt.cost.simulate import ev_stage_params, simulate
     inst = load_instance(args.instance)
     plan, export = load_plan_or_export(args.plan)
     if export is not None and not args.schedule:

@@ -7,12 +7,12 @@ The public interface (see :mod:`geotrain_opt.api`)::
     res = gt.solve(inst, "cpsat", time_limit=30)          # status "optimal": proven
     ev = gt.evaluate(inst, res.plan)                        # the cost model, from scratch
 """
-from .api import pareto, results_frame, solve, verify
-from .errors import GeoTrainError, InstanceError, PlanError, SolverError
-from .evaluator import BatchEvaluator, Evaluation, evaluate
-from .instance import Instance, instance_from_dict, load_instance
-from .plan import Plan
-from .result import SolverResult
+from geotrain_opt.api import pareto, results_frame, solve, verify
+from geotrain_opt.errors import GeoTrainError, InstanceError, PlanError, SolverError
+from geotrain_opt.cost.evaluator import BatchEvaluator, Evaluation, evaluate
+from geotrain_opt.problem.instance import Instance, instance_from_dict, load_instance
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.solvers.result import SolverResult
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _version

@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import solvers
-from .instance import Instance, load_instance
-from .plan import Plan
-from .result import SolverResult
+from geotrain_opt import solvers
+from geotrain_opt.problem.instance import Instance, load_instance
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.solvers.result import SolverResult
 
 
 def _instance(inst: Instance | str | Path) -> Instance:
@@ -30,7 +30,7 @@ def _options(solver: str, time_limit: float, seed: int, workers: int, hint: Plan
     typed = options.pop("options", None)
     if typed is not None:       # a typed options object (solvers.MemeticOptions(...)), keywords on top
         if not isinstance(typed, solvers.Options):
-            from .errors import SolverError
+            from geotrain_opt.errors import SolverError
             raise SolverError(f"{solver}: options= must be a solvers.Options dataclass, got {type(typed).__name__}")
         options = {**typed.to_dict(), **options}
     solvers.check_options(solver, options)
@@ -43,7 +43,7 @@ def solve(inst: Instance | str | Path, solver: str = "memetic", *, time_limit: f
     """Best plan ``solver`` finds within ``time_limit`` seconds (``"optimal"`` status: proven);
     ``best_bound``/``gap``: a certified lower bound (bounds.py, or the exact solver's
     own) and how far at most the plan is from optimal."""
-    from .bounds import attach_bound
+    from geotrain_opt.bounds import attach_bound
     inst = _instance(inst)
     res = solvers.get(solver)(inst, _options(solver, time_limit, seed, workers, hint, progress, options))
     attach_bound(inst, res)         # every result: a certified lower bound and the gap to it
@@ -56,7 +56,7 @@ def pareto(inst: Instance | str | Path, solver: str = "cpsat", *, points: int = 
     """Pareto front of two of time, energy, cost, carbon (default time-energy): exact
     ε-constraint walk (cpsat, milp, bruteforce) or NSGA-II (memetic); the points are
     ``result.pareto``, each a full result."""
-    from .fronts import pareto_front
+    from geotrain_opt.analysis.fronts import pareto_front
     inst = _instance(inst)
     return pareto_front(inst, solver, _options(solver, time_limit, seed, workers, None, False, options), points,
                         tuple(objectives))
@@ -66,8 +66,8 @@ def verify(instances: Iterable[Instance | str | Path] | Instance | str | Path,
            names: Iterable[str] = ("memetic", "cpsat", "milp"), *, time_limit: float = 60.0, seed: int = 0,
            options: dict[str, dict[str, Any]] | None = None) -> list:
     """Run the solvers on each instance, re-evaluate every plan, cross-check the proofs;
-    returns one :class:`~geotrain_opt.verifier.Verification` per instance (``.ok``, ``.inconsistencies``)."""
-    from .verifier import verify_instance
+    returns one :class:`~geotrain_opt.analysis.verifier.Verification` per instance (``.ok``, ``.inconsistencies``)."""
+    from geotrain_opt.analysis.verifier import verify_instance
     if isinstance(instances, (Instance, str, Path)):
         instances = [instances]
     return [verify_instance(_instance(i), list(names), time_limit, seed, options) for i in instances]
@@ -79,10 +79,10 @@ def results_frame(source: str | Path | Iterable[dict[str, Any]] | Iterable[Solve
     try:
         import pandas as pd
     except ImportError:
-        from .errors import GeoTrainError
+        from geotrain_opt.errors import GeoTrainError
         raise GeoTrainError("results_frame: pandas is not installed (pip install pandas)") from None
     if isinstance(source, (str, Path)):
-        from .report import load_rows
+        from geotrain_opt.analysis.report import load_rows
         rows = load_rows(source)
     else:
         rows = [_row(r) if isinstance(r, SolverResult) else dict(r) for r in source]

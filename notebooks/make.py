@@ -39,7 +39,7 @@ This notebook uses the 4-GPU, 2-region instance whose costs
 `tests/test_evaluator_hand.py` works out by hand.
 """,
 SETUP + """
-from geotrain_opt.describe import describe_instance
+from geotrain_opt.io.describe import describe_instance
 inst = gt.load_instance(ROOT / 'instances' / 'tiny-4gpu-2region.yaml')
 print(describe_instance(inst))
 """,
@@ -106,7 +106,7 @@ r"""md:
 # 2. The exact formulation
 
 `formulations/exact.md` states the model that CP-SAT and the MILP solve; one
-builder (`geotrain_opt/solvers/formulation.py`) writes it for both back ends.
+builder (`geotrain_opt/solvers/exact/formulation.py`) writes it for both back ends.
 For each shape $(D, P)$ that can hold the model, the variables are
 
 | variable | domain | meaning |
@@ -128,7 +128,7 @@ $$\text{state\_bytes}\cdot N_j + \text{act}_j\cdot\text{inflight}_{kj} \le \bar 
 objective is $\min T$ (or $E$, or a weighted sum, with ε-limits).
 """,
 SETUP + """
-from geotrain_opt.export_model import export_model
+from geotrain_opt.io.export_model import export_model
 inst = gt.load_instance(ROOT / 'instances' / 'demo-8gpu.yaml')
 print(inst.n, 'GPUs in', len(inst.regions), 'regions;', inst.model.layers, 'layers')
 """,
@@ -181,7 +181,7 @@ best = results['cpsat']
 print(best.plan.grid, 'cuts', list(best.plan.cuts), 'micro-batches', list(best.plan.micro_batches))
 v = gt.verify(inst, ['cpsat', 'milp', 'memetic'], time_limit=30, options={'memetic': {'generations': 30}})[0]
 print('verifier:', 'consistent' if v.ok else v.inconsistencies, '; optimum', v.optimum)
-from geotrain_opt.simulate import simulate
+from geotrain_opt.cost.simulate import simulate
 sim = simulate(inst, best.plan, record=True)
 fig, ax = plt.subplots(figsize=(9, 2))
 row = {g: r for r, g in enumerate(best.plan.devices)}
@@ -306,7 +306,7 @@ for name, res in fronts.items():
     pts = sorted((r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto)
     plt.step([p[0] for p in pts], [p[1] for p in pts], where='post', marker='o', label=f'{name}: {len(pts)} points')
 plt.xlabel('T (s)'); plt.ylabel('E (J)'); plt.legend()
-from geotrain_opt.indicators import hypervolume, reference_point
+from geotrain_opt.analysis.indicators import hypervolume, reference_point
 pts = {name: [(r.evaluation.time_s, r.evaluation.energy_j) for r in res.pareto] for name, res in fronts.items()}
 ref = reference_point(*pts.values())        # one reference point for both, so the areas compare
 for name, p in pts.items():

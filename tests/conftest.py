@@ -39,7 +39,7 @@ def reference_and_batch(inst, plan, *fields: str, rel: float = 1e-12):
     """The reference evaluation of ``plan``, after checking the batched evaluator
     gives the same value of each of ``fields`` (time_s, energy_j, cost_usd, ...)."""
     from geotrain_opt import evaluate
-    from geotrain_opt.evaluator import BatchEvaluator
+    from geotrain_opt.cost.evaluator import BatchEvaluator
     ev = evaluate(inst, plan)
     b = BatchEvaluator(inst).evaluate_plans([plan])[0]
     for f in fields:

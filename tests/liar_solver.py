@@ -1,7 +1,7 @@
 """A deliberately wrong solver for the verifier's own test: it reports a T that its
 plan does not have, and claims optimality for a plan that is not optimal."""
 from geotrain_opt.solvers.base import Deadline, finish
-from geotrain_opt.construct import smallest_feasible_plan
+from geotrain_opt.construct.pieces import smallest_feasible_plan
 
 
 def solve(inst, opts):

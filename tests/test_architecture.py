@@ -8,15 +8,14 @@ import yaml
 
 from geotrain_opt import solvers
 from geotrain_opt.cli import build_parser, main
-from geotrain_opt.construct import smallest_feasible_plan
+from geotrain_opt.construct.pieces import smallest_feasible_plan
 from geotrain_opt.errors import SolverError
-from geotrain_opt.fronts import pareto_front
-from geotrain_opt.instance import instance_from_dict, load_instance
-from geotrain_opt.report import summarize
+from geotrain_opt.analysis.fronts import pareto_front
+from geotrain_opt.problem.instance import instance_from_dict, load_instance
+from geotrain_opt.analysis.report import summarize
 from geotrain_opt.solvers import registry
 from geotrain_opt.solvers.base import Deadline, SolveOptions, finish
-from geotrain_opt.solvers.options import (DtfmOptions, MemeticOptions, Options, SearchOptions,
-                                          option)
+from geotrain_opt.solvers.options import DtfmOptions, MemeticOptions, Options, SearchOptions, option
 
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny-4gpu-2region.yaml"
 
@@ -79,7 +78,7 @@ def test_certify_needs_a_solver_that_declares_it(capsys):
 def test_build_spec_is_frozen_and_typed():
     from dataclasses import FrozenInstanceError
 
-    from geotrain_opt.solvers.formulation import BuildSpec
+    from geotrain_opt.solvers.exact.formulation import BuildSpec
     spec = BuildSpec(t_unit=1e-3, e_unit=1.0)
     with pytest.raises(FrozenInstanceError):
         spec.cutoff = 2.0
@@ -92,7 +91,7 @@ def test_build_spec_is_frozen_and_typed():
 def test_status_is_an_enum_that_still_reads_as_text():
     import json
 
-    from geotrain_opt.result import Status, SolverResult
+    from geotrain_opt.solvers.result import Status, SolverResult
     inst = load_instance(TINY)
     res = solvers.get("greedy")(inst, SolveOptions(time_limit_s=5))
     assert res.status is Status.HEURISTIC and res.status == "heuristic" and f"{res.status}" == "heuristic"
@@ -147,7 +146,7 @@ def test_every_option_field_is_a_cli_flag_with_its_type(capsys):
 
 
 def test_memetic_run_steps_and_returns_its_best_so_far():
-    from geotrain_opt.solvers.memetic import MemeticRun, solve
+    from geotrain_opt.solvers.search.memetic import MemeticRun, solve
     inst = load_instance(TINY)
     opts = SolveOptions(time_limit_s=60, seed=2, extra={"generations": 6})
     run = MemeticRun(inst, opts)
@@ -169,8 +168,8 @@ def test_memetic_run_steps_and_returns_its_best_so_far():
 def test_memetic_front_is_deaps_pareto_front():
     from deap import tools
 
-    from geotrain_opt.evaluator import evaluate
-    from geotrain_opt.solvers.memetic import MemeticRun
+    from geotrain_opt.cost.evaluator import evaluate
+    from geotrain_opt.solvers.search.memetic import MemeticRun
     inst = load_instance(TINY)
     run = MemeticRun(inst, SolveOptions(time_limit_s=60, seed=1, extra={"generations": 8, "pareto": True}))
     run.setup()
@@ -196,7 +195,7 @@ def test_api_takes_typed_options():
 
 
 def test_memetic_history_names_the_pair_it_records():
-    from geotrain_opt.solvers.memetic import MemeticRun
+    from geotrain_opt.solvers.search.memetic import MemeticRun
     d = yaml.safe_load(TINY.read_text())
     d["gpu_types"]["fast"]["price_per_hour"] = 3.6
     d["energy"]["carbon_g_per_kwh"] = {"east": 400, "west": 120}

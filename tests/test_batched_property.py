@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geotrain_opt import Plan, evaluate, load_instance
-from geotrain_opt.evaluator import BatchEvaluator
+from geotrain_opt.cost.evaluator import BatchEvaluator
 
 from .conftest import INSTANCES, TINY, variant
 import yaml

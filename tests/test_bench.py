@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from geotrain_opt import evaluate, load_instance
-from geotrain_opt.bench import load_suite, run_suite
-from geotrain_opt.report import load_rows, markdown, summarize
+from geotrain_opt.analysis.bench import load_suite, run_suite
+from geotrain_opt.analysis.report import load_rows, markdown, summarize
 from geotrain_opt.solvers import SolveOptions, get, names
 
 from .conftest import INSTANCES
@@ -59,7 +59,7 @@ def test_interrupted_bench_resumes_without_loss_or_duplicates(tmp_path, monkeypa
     _, jobs = load_suite(suite)
     assert len(jobs) == 2 * (2 + 1 + 2)
     out = tmp_path / "res.jsonl"
-    import geotrain_opt.bench as bench
+    import geotrain_opt.analysis.bench as bench
     real = bench.run_job
     calls = {"n": 0}
 
@@ -128,7 +128,7 @@ def test_process_pool_and_dask_local_cluster_give_the_same_rows(tmp_path):
 
 
 def test_plots_write_png_and_svg(tmp_path):
-    from geotrain_opt import plots
+    from geotrain_opt.io import plots
     from geotrain_opt.solvers import get as g
     inst = load_instance(INSTANCES / "demo-8gpu.yaml")
     plan = g("cpsat")(inst, SolveOptions()).plan
@@ -138,7 +138,7 @@ def test_plots_write_png_and_svg(tmp_path):
         assert [p[-3:] for p in out] == ["png", "svg"]
         assert all((tmp_path / p).stat().st_size > 1000 for p in out)
     # the Gantt chart draws the simulator's trace: every slot of every replica, all-reduce last
-    from geotrain_opt.simulate import simulate
+    from geotrain_opt.cost.simulate import simulate
     sim = simulate(inst, plan, record=True)
     assert {d for d, *_ in sim.ops} == set(plan.devices)
     assert max(e for *_, e in sim.ops) == pytest.approx(sim.time_s, rel=1e-12)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from geotrain_opt import Plan, evaluate, load_instance
-from geotrain_opt.calibrate import apply_calibration, calibrate, read_runs
+from geotrain_opt.cost.calibrate import apply_calibration, calibrate, read_runs
 from geotrain_opt.errors import InstanceError
 
 from .conftest import TINY

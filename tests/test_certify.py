@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from geotrain_opt import load_instance, solvers
-from geotrain_opt.certify import certify
-from geotrain_opt.construct import smallest_feasible_plan
+from geotrain_opt.analysis.certify import certify
+from geotrain_opt.construct.pieces import smallest_feasible_plan
 from geotrain_opt.solvers.base import Deadline, SolveOptions, finish
 
 from .conftest import INSTANCES

@@ -13,8 +13,8 @@ import pytest
 from geotrain_opt import Plan, evaluate
 from geotrain_opt.bounds import instance_bound
 from geotrain_opt.errors import InstanceError, PlanError
-from geotrain_opt.evaluator import BatchEvaluator
-from geotrain_opt.instance import instance_from_dict
+from geotrain_opt.cost.evaluator import BatchEvaluator
+from geotrain_opt.problem.instance import instance_from_dict
 from geotrain_opt.solvers import SolveOptions, get, spec
 
 REL = 1e-12
@@ -124,7 +124,7 @@ def test_every_solver_takes_the_best_choice(tiny_dict, objective):
 def test_exports_carry_the_plans_choices(tiny_dict):
     from dataclasses import replace
 
-    from geotrain_opt.export_plan import export
+    from geotrain_opt.io.export_plan import export
     d = copy.deepcopy(tiny_dict)
     d["gpu_types"]["fast"]["clocks"] = [{"fraction": 0.75, "busy_w": 190}]
     d["model"]["micro_batch_options"] = [1, 2]
@@ -138,8 +138,8 @@ def test_exports_carry_the_plans_choices(tiny_dict):
 
 
 def test_describe_shows_the_levers():
-    from geotrain_opt.describe import describe_dict, describe_instance
-    from geotrain_opt.instance import load_instance
+    from geotrain_opt.io.describe import describe_dict, describe_instance
+    from geotrain_opt.problem.instance import load_instance
     inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "demo-8gpu-levers.yaml")
     text = describe_instance(inst)
     assert "choices: micro-batch size 2, 4, 8; recompute full, none (6 combinations)" in text
@@ -172,33 +172,33 @@ def test_the_memetic_choice_gene(tiny_dict):
     the local-search move lands on the best choice for the genome's devices and cuts."""
     import numpy as np
 
-    from geotrain_opt.solvers.fitness import Fitness
-    from geotrain_opt.solvers.memetic.encoding import Genome
-    from geotrain_opt.solvers.memetic.local_search import choice_moves
-    from geotrain_opt.solvers.memetic.operators import cx_replicas, mut_choice, mutation_names
+    from geotrain_opt.solvers.search.fitness import Fitness
+    from geotrain_opt.solvers.search.memetic.encoding import Genome
+    from geotrain_opt.decisions.choices import choice_moves, mut_choice
+    from geotrain_opt.solvers.search.memetic.operators import cx_replicas, mutation_names
     inst = choosing(tiny_dict, kind="energy")
     assert inst.model.global_batch == 4 and inst.model.choices() == [(1, "none"), (1, "full"), (2, "none"),
                                                                      (2, "full")]
     assert "choice" in mutation_names(inst) and "choice" not in mutation_names(instance_from_dict(tiny_dict))
     plan = replace(Plan.make([["e0"], ["e1"]], [0, 4], [1, 1]), micro_batch=2, recompute="full")
     g = Genome.from_plan(inst, plan)
-    assert g.ch == 3 and g.to_plan(inst) == plan
+    assert g.genes["ch"] == 3 and g.to_plan(inst) == plan
     rng = np.random.default_rng(0)
     seen = set()
     for _ in range(20):
         h = mut_choice(inst, g.copy(), rng)
-        assert h.ch != 3 and int(h.mb.sum()) == 4 // inst.model.choices()[h.ch][0]
+        assert h.genes["ch"] != 3 and int(h.mb.sum()) == 4 // inst.model.choices()[h.genes["ch"]][0]
         evaluate(inst, h.to_plan(inst))                  # a valid plan of the instance (no PlanError)
-        seen.add(h.ch)
+        seen.add(h.genes["ch"])
     assert seen == {0, 1, 2}
     other = Genome.from_plan(inst, Plan.make([["w0"], ["w1"]], [0, 4], [2, 2]))    # choice 0: M = 4
-    assert other.ch == 0
+    assert other.genes["ch"] == 0
     for _ in range(10):
         child = cx_replicas(inst, g.copy(), other, rng)
-        assert child.ch == 3 and int(child.mb.sum()) == 2
+        assert child.genes["ch"] == 3 and int(child.mb.sum()) == 2
     # from (b, r) = (1, full): recomputation only costs energy here, so the move drops it
     start = Genome.from_plan(inst, replace(Plan.make([["e0"], ["e1"]], [0, 4], [2, 2]), recompute="full"))
-    assert start.ch == 1
+    assert start.genes["ch"] == 1
     assert choice_moves(Fitness(inst), start, rng)
     by_hand = []
     for b, r in inst.model.choices():
@@ -207,7 +207,7 @@ def test_the_memetic_choice_gene(tiny_dict):
         ev = evaluate(inst, p)
         by_hand.append(ev.energy_j if ev.acceptable else float("inf"))
     assert by_hand[1] > min(by_hand)
-    assert start.ch in (0, 2) and start.te[1] == pytest.approx(min(by_hand), rel=1e-9) == by_hand[start.ch]
+    assert start.genes["ch"] in (0, 2) and start.te[1] == pytest.approx(min(by_hand), rel=1e-9) == by_hand[start.genes["ch"]]
 
 
 def test_choices_left_open_before_the_limit_are_feasible_not_time_limit(tiny_dict):

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from geotrain_opt import instance_from_dict
-from geotrain_opt.generate import generate
-from geotrain_opt.instance import load_instance
+from geotrain_opt.io.generate import generate
+from geotrain_opt.problem.instance import load_instance
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.solvers import class_grid
-from geotrain_opt.solvers.bruteforce import shape_optimum
+from geotrain_opt.solvers.exact import class_grid, ring_orders
+from geotrain_opt.solvers.exact.bruteforce import shape_optimum
 
 
 def _walk_brute(W: np.ndarray, Q: tuple[int, ...], U: set[int]) -> float:
@@ -45,8 +45,8 @@ def test_walk_bottlenecks_match_brute_force(symmetric):
     W = rng.integers(1, 9, size=(5, 5)).astype(float)       # ties on purpose
     if symmetric:
         W = np.minimum(W, W.T)
-    table = class_grid.walk_bottlenecks(W)
-    strong = class_grid.walk_bottlenecks(W, labelled=False)
+    table = ring_orders.walk_bottlenecks(W)
+    strong = ring_orders.walk_bottlenecks(W, labelled=False)
     for r in range(2, 6):
         for Q in itertools.combinations(range(5), r):
             qm = sum(1 << c for c in Q)
@@ -59,7 +59,7 @@ def test_walk_bottlenecks_match_brute_force(symmetric):
     # a Hamiltonian cycle is dearer than a walk that may come back through a hub:
     # hub 0 joined to 1 and 2 by cheap links, 1-2 expensive
     hub = np.array([[0, 1, 1], [1, 0, 9], [1, 9, 0]], dtype=float)
-    t = class_grid.walk_bottlenecks(hub)
+    t = ring_orders.walk_bottlenecks(hub)
     assert t[0b111, 0b000] == 9.0 and t[0b111, 0b001] == 1.0
 
 
@@ -140,15 +140,15 @@ def test_ring_order_descent_beyond_eight_replicas():
     ib = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 9.0], [1.0, 9.0, 1.0]]) * 1e-9
     al = np.zeros((3, 3))
     cl = SimpleNamespace(ib=ib, al=al, labelled=True,
-                         walk_ib=class_grid.walk_bottlenecks(ib), walk_al=class_grid.walk_bottlenecks(al))
+                         walk_ib=ring_orders.walk_bottlenecks(ib), walk_al=ring_orders.walk_bottlenecks(al))
     rows = [(0,)] * 5 + [(1,)] * 4 + [(2,)]
-    order, ring_lb = class_grid._best_order(inst, cl, rows, [1e8])
+    order, ring_lb = ring_orders._best_order(inst, cl, rows, [1e8])
     assert sorted(order) == list(range(10))
     seq = [rows[k][0] for k in order]
     pairs = {(seq[i], seq[(i + 1) % 10]) for i in range(10)}
     assert (1, 2) not in pairs and (2, 1) not in pairs
     cheap = 2.0 * 9 / 10 * inst.arrays.grad_bytes * 1e8 * 1e-9
-    assert class_grid._ring_floor(inst, cl, rows, [1e8]) == pytest.approx(cheap, rel=1e-12)
+    assert ring_orders._ring_floor(inst, cl, rows, [1e8]) == pytest.approx(cheap, rel=1e-12)
     assert ring_lb == pytest.approx(cheap, rel=1e-9)
 
 

@@ -12,18 +12,21 @@ import json
 import numpy as np
 import pytest
 
-from geotrain_opt import evaluate, instance_from_dict, objective as objmod
-from geotrain_opt.bounds import ShapeBounds, _min_max_partition, instance_bound, shape_bounds
+from geotrain_opt import evaluate, instance_from_dict
+from geotrain_opt.cost import objective as objmod
+from geotrain_opt.bounds import ShapeBounds, instance_bound, shape_bounds
+from geotrain_opt.bounds.cuts import _min_max_partition
 from geotrain_opt.cli import main
 from geotrain_opt.errors import GeoTrainError
-from geotrain_opt.evaluator import BatchEvaluator
-from geotrain_opt.generate import generate, small
-from geotrain_opt.heuristics import CONSTRUCTORS, component_plans
-from geotrain_opt.instance import load_instance
-from geotrain_opt.plan import Plan
-from geotrain_opt.solvers import SolveOptions, formulation, get
-from geotrain_opt.solvers.bruteforce import shape_optimum
-from geotrain_opt.solvers.milp import PulpBackend
+from geotrain_opt.cost.evaluator import BatchEvaluator
+from geotrain_opt.io.generate import generate, small
+from geotrain_opt.construct.heuristics import CONSTRUCTORS, component_plans
+from geotrain_opt.problem.instance import load_instance
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.solvers import SolveOptions, get
+from geotrain_opt.solvers.exact import formulation
+from geotrain_opt.solvers.exact.bruteforce import shape_optimum
+from geotrain_opt.solvers.exact.milp import PulpBackend
 
 
 def _solve(name, inst, model, limit=60):
@@ -301,7 +304,7 @@ def test_bubble_bound_by_hand():
 
 
 def test_dtfm_bound_beats_the_compute_bound_and_memory_closes_shapes():
-    from geotrain_opt.solvers.exact import lower_bound
+    from geotrain_opt.solvers.exact.driver import lower_bound
     inst = load_instance("instances/real/dtfm-1-datacenter-ondemand.yaml")
     value, by = instance_bound(inst)
     # measured: 12.66 s vs the compute bound 7.79 s; the best plan known (8x8, every
@@ -324,7 +327,7 @@ def test_polished_cuts_of_dtfm_case_2_meet_the_instance_bound():
     """Two independent computations meet: the evaluator's time of the node-mixed plan
     with hill-climbed cuts, and the bound over every shape. Their equality is Case 2's
     optimality proof (the exact driver closes every shape by bound)."""
-    from geotrain_opt.heuristics import node_mixed, polish_cuts
+    from geotrain_opt.construct.heuristics import node_mixed, polish_cuts
     inst = load_instance("instances/real/dtfm-2-datacenter-spot.yaml")
     ev = BatchEvaluator(inst)
     grid, cuts, mb = node_mixed(inst, 16, 4)
@@ -521,8 +524,8 @@ def test_merge_tier_takes_each_merging_component_with_its_ring_slots():
     and California is no longer credited with Ohio's L40S (0.8598 s before), and a
     520-GPU shape whose rings put at most 4 of 10 stages in Ohio no longer runs every
     stage at an L40S (0.8338 s before); each bound stays below a constructed plan."""
-    from geotrain_opt.construct import split_micro_batches
-    from geotrain_opt.heuristics import node_mixed, polish_cuts
+    from geotrain_opt.construct.pieces import split_micro_batches
+    from geotrain_opt.construct.heuristics import node_mixed, polish_cuts
     inst = instance_from_dict(generate("geo", 1024, 0))
     sb = ShapeBounds(inst)
     ev = BatchEvaluator(inst)
@@ -542,8 +545,8 @@ def test_lower_tier_sites_raise_the_dtfm_bounds_and_stay_below_a_ring_per_region
     links), and every ring (replica) of such a case crossing the plan's own merge
     tier, Case 4's 16x4 bound rises from 20.37 s and Case 5's 8x8 from 24.55 s; each
     stays below a plan with one ring per region (cuts hill-climbed)."""
-    from geotrain_opt.construct import split_micro_batches, uniform_cuts
-    from geotrain_opt.heuristics import polish_cuts
+    from geotrain_opt.construct.pieces import split_micro_batches, uniform_cuts
+    from geotrain_opt.construct.heuristics import polish_cuts
     inst = load_instance(path)
     by_region = {r: [i for i, d in enumerate(inst.devices) if d.region == r] for r in order}
     grid = np.array([by_region[r][:D] for r in order]).T
@@ -557,8 +560,8 @@ def test_site_rings_keeps_every_ring_in_one_city_and_beats_the_memetic_plan_on_c
     """DT-FM's layout on Case 5 (8 cities of 8 single-GPU machines): a ring per city,
     the cities in a path. With its cuts hill-climbed the 8x6 plan beats the best
     the memetic solver found from its constructive seeds alone (33.2173 s)."""
-    from geotrain_opt.heuristics import polish_cuts
-    from geotrain_opt.site_layouts import site_rings
+    from geotrain_opt.construct.heuristics import polish_cuts
+    from geotrain_opt.construct.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
     grid, cuts, mb = site_rings(inst, 8, 6, pairs=0)
     region = np.array([d.region for d in inst.devices])
@@ -572,14 +575,14 @@ def test_site_rings_keeps_every_ring_in_one_city_and_beats_the_memetic_plan_on_c
 def test_unit_grid_pairs_two_stages_over_two_sites():
     """A pair (u, v) of 4-device slots is two stages: replicas 0-1 run both in u
     (its first and second halves), replicas 2-3 both in v."""
-    from geotrain_opt.site_layouts import _pair_up, _unit_grid
+    from geotrain_opt.construct.site_layouts import _pair_up, _unit_grid
     slots = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     assert _unit_grid(slots, ((2,), (0, 1))).tolist() == [[8, 0, 2], [9, 1, 3], [10, 4, 6], [11, 5, 7]]
     assert _pair_up(((2,), (0,), (1,)), (1,)) == [(2,), (0, 1)]
 
 
 def test_unit_moves_keep_the_stage_count_and_reach_every_single_swap():
-    from geotrain_opt.site_layouts import _unit_moves
+    from geotrain_opt.construct.site_layouts import _unit_moves
     units = ((0,), (1, 2), (3,))
     moves = _unit_moves(units, 5, pairs=True)
     assert units not in moves and len(set(moves)) == len(moves)
@@ -615,7 +618,7 @@ def test_tree_tour_visits_each_site_once_per_tree_edge():
     minimum spanning tree is 0-1, 1-2, 1-3, and the walk around it lists site 1
     three times, so its ring's slowest link is the tree's (1/beta = 3), where any
     ring visiting each site once has one of 1/beta >= 9."""
-    from geotrain_opt.site_layouts import _tree_tour
+    from geotrain_opt.construct.site_layouts import _tree_tour
     ib = np.array([[0, 1, 2, 9], [1, 0, 1, 3], [2, 1, 0, 9], [9, 3, 9, 0]], dtype=float)
     tour = _tree_tour([0, 1, 2, 3], ib)
     assert tour == [0, 1, 2, 1, 3, 1]
@@ -629,7 +632,7 @@ def test_site_replicas_keeps_replicas_in_cities_and_rings_on_fast_links_on_case_
     one city, the cities those whose links (around their minimum spanning tree)
     are fastest: not Tokyo or Seoul. 31.2459 s, the plan one memetic island run
     and CP-SAT had found, 6.5 % below the best the memetic solver found before."""
-    from geotrain_opt.site_layouts import site_replicas
+    from geotrain_opt.construct.site_layouts import site_replicas
     inst = load_instance("instances/real/dtfm-5b-worldwide-unbalanced.yaml")
     grid, cuts, mb = site_replicas(inst, 16, 3)
     region = np.array([d.region for d in inst.devices])
@@ -658,7 +661,7 @@ def test_site_rings_pairs_london_and_frankfurt_on_case_5():
     stays inside one. It beats the ring-per-city plan and the best plan CP-SAT
     had found from that plan in 120 s (31.3993 s); every plan it returns is its own
     evaluation, and the whole-ring plans are among the candidates."""
-    from geotrain_opt.site_layouts import site_rings
+    from geotrain_opt.construct.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
     region = np.array([d.region for d in inst.devices])
     single = evaluate(inst, Plan.from_indices(inst.ids, *site_rings(inst, 8, 6, pairs=0))).time_s
@@ -716,7 +719,7 @@ def test_dtfm_case_4_shape_bound_is_its_best_plan():
     value of the plan with one ring per region in the order Ohio, Virginia,
     Oregon, California, cuts 7/5/5/7, found again by ``site_rings``. Before these
     rules the bound was 20.90 s (rings per region 21.87 s, mixed 20.90 s)."""
-    from geotrain_opt.site_layouts import site_rings
+    from geotrain_opt.construct.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
     grid, cuts, mb = site_rings(inst, 16, 4)
     assert [inst.devices[g].region for g in grid[0]] == ["ohio", "virginia", "oregon", "california"]

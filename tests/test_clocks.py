@@ -11,8 +11,8 @@ import pytest
 
 from geotrain_opt import Plan, evaluate
 from geotrain_opt.errors import InstanceError, PlanError
-from geotrain_opt.evaluator import BatchEvaluator
-from geotrain_opt.instance import instance_from_dict
+from geotrain_opt.cost.evaluator import BatchEvaluator
+from geotrain_opt.problem.instance import instance_from_dict
 from geotrain_opt.solvers import SolveOptions, get
 
 from .conftest import reference_and_batch
@@ -183,7 +183,7 @@ def test_exact_carbon_with_clocks_and_a_hint(tiny_dict):
 
 
 def test_simulator_runs_each_device_at_its_clock(tiny_dict):
-    from geotrain_opt.simulate import simulate
+    from geotrain_opt.cost.simulate import simulate
     inst = clocked(tiny_dict)
     plan = Plan.make([["e0"]], [0, 4], [4], {"e0": 0.5})
     sim, ev = simulate(inst, plan), evaluate(inst, plan)

@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from geotrain_opt import dtfm_scenarios as dt
-from geotrain_opt.instance import instance_from_dict
+from geotrain_opt.problem import dtfm_scenarios as dt
+from geotrain_opt.problem.instance import instance_from_dict
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.solvers import dtfm
+from geotrain_opt.solvers.baselines import dtfm
 
 DTFM_CONSTANTS = {"dtfm_activation_gb": 0.47124922, "dtfm_gradient_gb": 0.65}
 STRIDED = np.array([[8 * p + j for p in range(8)] for j in range(8)])      # DP group j = one GPU per block

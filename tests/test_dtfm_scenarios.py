@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from geotrain_opt import dtfm_scenarios as dt
-from geotrain_opt.evaluator import evaluate
-from geotrain_opt.instance import instance_from_dict
-from geotrain_opt.plan import Plan
+from geotrain_opt.problem import dtfm_scenarios as dt
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.problem.instance import instance_from_dict
+from geotrain_opt.problem.plan import Plan
 
 SETTINGS = [(L, B) for L in (24, 32, 40) for B in (1024, 2048, 4096)]
 
@@ -48,7 +48,7 @@ def test_calibrated_on_cases_1_and_3(tmp_path):
     """The fidelity benchmark's fit: small error on what it saw, Megatron slower 9 of 9."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import fidelity_dtfm as fid
-    from geotrain_opt.calibrate import apply_calibration, calibrate, fit_errors, read_runs
+    from geotrain_opt.cost.calibrate import apply_calibration, calibrate, fit_errors, read_runs
 
     runs = read_runs(fid.subset(fid.write_runs(tmp_path), {"case1", "case3"}, "c13.csv"))
     cal = calibrate(runs)
@@ -68,7 +68,7 @@ def test_unknown_case_and_layout():
 
 
 def test_describe_shows_the_v2_settings():
-    from geotrain_opt.describe import describe_instance
+    from geotrain_opt.io.describe import describe_instance
     text = describe_instance(instance_from_dict(dt.scenario("1", 24, 2048)))
     assert "recompute full" in text and "exposed comm (kappa) 0.5" in text and "accumulation steps 4" in text
     assert "NICs: 8 node(s) of 8 GPU(s) with a 25 Gbit/s NIC (3.125 Gbit/s per GPU)" in text

@@ -10,7 +10,7 @@ import pytest
 
 import geotrain_opt as gt
 from geotrain_opt import Plan, PlanError, SolverError
-from geotrain_opt.export_plan import rank_map, to_deepspeed, to_hostfile, to_megatron, to_torch_pipelining
+from geotrain_opt.io.export_plan import rank_map, to_deepspeed, to_hostfile, to_megatron, to_torch_pipelining
 from geotrain_opt.solvers import SolveOptions
 
 from .conftest import INSTANCES
@@ -40,7 +40,7 @@ def test_options_of_the_caller_are_not_changed():
     inst = gt.load_instance(INSTANCES / "tiny-4gpu-2region.yaml")
     opts = SolveOptions(time_limit_s=10, extra={"generations": 3})
     gt.solvers.get("plain-ga")(inst, opts)
-    from geotrain_opt.fronts import pareto_front
+    from geotrain_opt.analysis.fronts import pareto_front
     pareto_front(inst, "memetic", opts, points=5)
     assert opts.extra == {"generations": 3}
 
@@ -62,7 +62,7 @@ def test_results_carry_schema_and_provenance_and_load_into_a_frame(tmp_path):
 
 
 def test_bench_rows_have_provenance_and_a_frame(tmp_path):
-    from geotrain_opt.bench import run_suite
+    from geotrain_opt.analysis.bench import run_suite
     suite = tmp_path / "s.yaml"
     suite.write_text(f"name: t\ntime_limit: 5\nseeds: [0]\ninstances: [{DEMO}]\nsolvers: [greedy, proportional]\n")
     out = tmp_path / "r.jsonl"
@@ -144,7 +144,7 @@ def test_exported_models_solve_to_the_same_optimum_elsewhere(tmp_path):
     import highspy
     from ortools.sat.python import cp_model
     inst = gt.load_instance(DEMO)
-    from geotrain_opt.export_model import export_model
+    from geotrain_opt.io.export_model import export_model
     info = export_model(inst, 2, 2, "mps", tmp_path / "m.mps")
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -197,9 +197,9 @@ def test_progress_goes_to_stderr(tmp_path):
 # --------------------------------------------------------------------- schemas
 def test_schema_files_are_current_and_bundled_files_conform():
     import yaml
-    from geotrain_opt.schema import DIR, SCHEMAS, render, schema_errors
+    from geotrain_opt.problem.schema import DIR, SCHEMAS, render, schema_errors
     for kind in SCHEMAS:
-        assert (DIR / f"{kind}.schema.json").read_text() == render(kind), f"run python -m geotrain_opt.schema --write"
+        assert (DIR / f"{kind}.schema.json").read_text() == render(kind), f"run python -m geotrain_opt.problem.schema --write"
     files = sorted(INSTANCES.rglob("*.yaml"))
     assert len(files) >= 40
     for p in files:
@@ -218,8 +218,8 @@ def test_schema_and_reader_reject_the_same_faults(tmp_path, path, value, where):
     import copy
 
     import yaml
-    from geotrain_opt.instance import instance_from_dict
-    from geotrain_opt.schema import schema_errors
+    from geotrain_opt.problem.instance import instance_from_dict
+    from geotrain_opt.problem.schema import schema_errors
     d = copy.deepcopy(yaml.safe_load(DEMO.read_text()))
     node = d
     for key in path[:-1]:
@@ -237,7 +237,7 @@ def test_milp_is_not_fooled_by_another_highs_in_the_process(tmp_path):
     another thread count made every later MILP solve fail, reported by PuLP as
     'infeasible' or 'not solved' (found through the export test above)."""
     import highspy
-    from geotrain_opt.export_model import export_model
+    from geotrain_opt.io.export_model import export_model
     export_model(gt.load_instance(DEMO), 1, 2, "mps", tmp_path / "m.mps")
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -250,7 +250,7 @@ def test_milp_is_not_fooled_by_another_highs_in_the_process(tmp_path):
 
 def test_an_export_gives_back_its_plan(tmp_path):
     """benchmarks/real_execution.py runs what export-plan wrote: the round trip is exact."""
-    from geotrain_opt.export_plan import export, load_plan_or_export
+    from geotrain_opt.io.export_plan import export, load_plan_or_export
     inst = gt.load_instance(DEMO).with_options(batch_split="free")
     plan = Plan.make([["va-2", "va-0", "oh-0"], ["va-3", "va-1", "oh-1"]], [0, 9, 17, 24], [5, 3])
     even = Plan.make(plan.grid, [0, 8, 16, 24], [4, 4])      # what Megatron-LM and DeepSpeed can express

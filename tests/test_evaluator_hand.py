@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from geotrain_opt import Plan, evaluate
-from geotrain_opt.evaluator import BatchEvaluator
+from geotrain_opt.cost.evaluator import BatchEvaluator
 
 from .conftest import variant
 
@@ -141,7 +141,7 @@ def test_structural_violations(tiny):
 def test_cuts_without_a_layer_range_are_errors(tiny, cuts):
     """No cost exists for such cuts: one PlanError, in evaluate, simulate and --hint alike."""
     from geotrain_opt.errors import PlanError
-    from geotrain_opt.simulate import simulate
+    from geotrain_opt.cost.simulate import simulate
     plan = Plan.make([["e0", "w0"]], cuts, [4])
     for fn in (evaluate, simulate):
         with pytest.raises(PlanError, match=r"plan: cuts: need 0 = c_0 < c_1 < ... < c_P = 4"):

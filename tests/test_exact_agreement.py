@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from geotrain_opt import evaluate, instance_from_dict
-from geotrain_opt.generate import generate
-from geotrain_opt.objective import primary
+from geotrain_opt.io.generate import generate
+from geotrain_opt.cost.objective import primary
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.solvers.formulation import BuildSpec
-from geotrain_opt.construct import plan_count
+from geotrain_opt.solvers.exact.formulation import BuildSpec
+from geotrain_opt.construct.pieces import plan_count
 
 SEEDS = list(range(30))
 
@@ -75,7 +75,7 @@ def test_highs_is_used_next_to_ortools():
     # ortools bundles HiGHS 1.12; highspy is pinned to the same release so both load
     # in one process and "auto" really means HiGHS, not a silent fall-back to CBC.
     from ortools.sat.python import cp_model  # noqa: F401
-    from geotrain_opt.solvers.milp import backend_name
+    from geotrain_opt.solvers.exact.milp import backend_name
     assert backend_name(SolveOptions()) == "highs"
 
 
@@ -83,8 +83,8 @@ def test_cpsat_matches_milp_on_a_12_gpu_shape():
     # Regression: with CP-SAT's "greater than at least one of" detection on, this
     # shape of a generated 12-GPU instance was "proven optimal" 25% above the MILP's
     # optimum. Both back ends solve the shape from scratch (no cutoff, no hint).
-    from geotrain_opt.generate import small
-    from geotrain_opt.solvers import cpsat, milp
+    from geotrain_opt.io.generate import small
+    from geotrain_opt.solvers.exact import cpsat, milp
     inst = instance_from_dict(small(12, 0))
     units = BuildSpec(t_unit=2.0 ** -30, e_unit=1000 * 2.0 ** -30)
     a = cpsat.run_shape(inst, 2, 4, units, 120, SolveOptions(), None)

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from geotrain_opt import evaluate, instance_from_dict, load_instance
-from geotrain_opt.construct import smallest_feasible_plan
-from geotrain_opt.generate import generate
-from geotrain_opt.objective import LIMIT, METRIC, of
+from geotrain_opt.construct.pieces import smallest_feasible_plan
+from geotrain_opt.io.generate import generate
+from geotrain_opt.cost.objective import LIMIT, METRIC, of
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.construct import plan_count
+from geotrain_opt.construct.pieces import plan_count
 
 FAMILIES = ("tiny", "small", "mixed-power", "memory-tight", "custom")
 RANGE = {"tiny": (2, 6), "small": (4, 12), "mixed-power": (4, 12), "memory-tight": (4, 12), "custom": (2, 8)}
@@ -89,7 +89,7 @@ def draw(seed: int, max_gpus: int = 12, levers: bool = False):
 
 
 def _with_levers(d: dict, fam: str, seed: int):
-    from geotrain_opt.catalog import GPU_CATALOG
+    from geotrain_opt.problem.catalog import GPU_CATALOG
     rng = np.random.default_rng(7000 + seed)
     types = d.setdefault("gpu_types", {})
     used = sorted({dev["type"] for dev in d["devices"]})
@@ -188,7 +188,7 @@ def test_campaign_regression_seed_373():
 
 
 def test_an_exact_run_that_stops_early_is_not_a_time_limit(monkeypatch):
-    import geotrain_opt.solvers.cpsat as cpsat
+    import geotrain_opt.solvers.exact.cpsat as cpsat
     monkeypatch.setattr(cpsat, "MAX_EXCLUSIONS", 2)
     inst, _ = draw(373)
     cp = get("cpsat")(inst, SolveOptions(time_limit_s=60, workers=2))

@@ -14,11 +14,11 @@ import pytest
 from ortools.sat.python import cp_model
 
 from geotrain_opt import evaluate, instance_from_dict
-from geotrain_opt.generate import generate
-from geotrain_opt.plan import Plan
-from geotrain_opt.solvers import formulation
-from geotrain_opt.solvers.cpsat import CpSatBackend
-from geotrain_opt.solvers.milp import PulpBackend
+from geotrain_opt.io.generate import generate
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.solvers.exact import formulation
+from geotrain_opt.solvers.exact.cpsat import CpSatBackend
+from geotrain_opt.solvers.exact.milp import PulpBackend
 
 FAMILIES = ("tiny", "small", "mixed-power", "memory-tight")
 CPSAT_RTOL = 2e-4      # relaxation slack at 2^-20 resolution, summed over a T_k row
@@ -107,7 +107,7 @@ def solved(inst, plan, backend, what):
     D, P = plan.replicas, plan.stages
     Tk = []
     for k in range(D):
-        S_k, _q = (int(x) for x in __import__("geotrain_opt.stagecost", fromlist=["x"]).flushes(a, plan.micro_batches[k]))
+        S_k, _q = (int(x) for x in __import__("geotrain_opt.cost.stagecost", fromlist=["x"]).flushes(a, plan.micro_batches[k]))
         fill = sum(val(V["t"][k, j]) for j in range(P)) + 2 * sum(val(V["lk"][k, j]) for j in range(P - 1))
         Tk.append(S_k * fill + (plan.micro_batches[k] - S_k) * val(V["tau"][k]))
     R = [val(V["ring"][j][0]) + val(V["ring"][j][1]) for j in range(P)] if D > 1 else [0.0] * P

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from geotrain_opt import evaluate, instance_from_dict, load_instance
-from geotrain_opt.generate import generate
-from geotrain_opt.fronts import pareto_front
+from geotrain_opt.io.generate import generate
+from geotrain_opt.analysis.fronts import pareto_front
 from geotrain_opt.solvers import SolveOptions, get
-from geotrain_opt.indicators import epsilon, hypervolume, igd_plus
+from geotrain_opt.analysis.indicators import epsilon, hypervolume, igd_plus
 
 from .conftest import INSTANCES
 from .test_exact_agreement import SEEDS, tiny_instance
@@ -60,7 +60,7 @@ def test_time_limit_honoured():
 
 
 def test_interrupt_returns_best_so_far(monkeypatch):
-    import geotrain_opt.solvers.memetic as mm
+    import geotrain_opt.solvers.search.memetic as mm
     inst = load_instance(INSTANCES / "demo-8gpu.yaml")
     calls = {"n": 0}
     real = mm.local_search
@@ -143,15 +143,15 @@ def test_layouts_by_site_are_in_generation_0_on_cases_5_and_5_2():
     builds: generation 0 holds the plan site_rings gives at 8x6 (DT-FM Case 5,
     30.8735 s; the other seeds alone led to 33.2173 s), and site_replicas' at 16x3
     on Case 5-2."""
-    from geotrain_opt.site_layouts import site_rings
-    from geotrain_opt.plan import Plan
+    from geotrain_opt.construct.site_layouts import site_rings
+    from geotrain_opt.problem.plan import Plan
     inst = load_instance(INSTANCES / "real" / "dtfm-5-worldwide-geo.yaml")
     want = evaluate(inst, Plan.from_indices(inst.ids, *site_rings(inst, 8, 6))).time_s
     res = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=0, extra={"generations": 1}))
     assert res.objective_value <= want * (1 + 1e-12) and want < 31.0
     assert res.evaluation.time_s == pytest.approx(evaluate(inst, res.plan).time_s, rel=1e-12)
     # and a replica per city on Case 5-2 (16x3, 31.2459 s; from the other seeds 33.3-37.3 s)
-    from geotrain_opt.site_layouts import site_replicas
+    from geotrain_opt.construct.site_layouts import site_replicas
     inst = load_instance(INSTANCES / "real" / "dtfm-5b-worldwide-unbalanced.yaml")
     want = evaluate(inst, Plan.from_indices(inst.ids, *site_replicas(inst, 16, 3))).time_s
     res = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=0, extra={"generations": 1}))
@@ -195,7 +195,7 @@ def test_ctrl_c_keeps_the_best_plan_and_writes_out(tmp_path, flags):
     plan known, constructive seeds included, writes --out, and leaves no worker behind."""
     import json
     import signal
-    from geotrain_opt.generate import to_yaml
+    from geotrain_opt.io.generate import to_yaml
     inst = tmp_path / "geo1024.yaml"
     inst.write_text(to_yaml(generate("geo", 1024, 0)))
     out = tmp_path / "r.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from geotrain_opt import evaluate
-from geotrain_opt.objective import dominates
-from geotrain_opt.fronts import pareto_front
+from geotrain_opt.cost.objective import dominates
+from geotrain_opt.analysis.fronts import pareto_front
 from geotrain_opt.solvers import SolveOptions
 
 from .test_exact_agreement import tiny_instance

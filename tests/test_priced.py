@@ -14,8 +14,8 @@ import pytest
 
 from geotrain_opt import Plan, evaluate
 from geotrain_opt.errors import InstanceError
-from geotrain_opt.evaluator import BatchEvaluator
-from geotrain_opt.instance import instance_from_dict
+from geotrain_opt.cost.evaluator import BatchEvaluator
+from geotrain_opt.problem.instance import instance_from_dict
 from geotrain_opt.solvers import SolveOptions, get
 
 from .conftest import reference_and_batch
@@ -87,7 +87,7 @@ def test_unpriced_instances_report_neither(tiny):
 
 
 def test_batched_equals_reference_on_random_plans(tiny_dict):
-    from geotrain_opt.generate import generate
+    from geotrain_opt.io.generate import generate
     d = generate("geo", 16, 3)
     for i, t in enumerate(sorted({dev["type"] for dev in d["devices"]})):
         d.setdefault("gpu_types", {})[t] = {"price_per_hour": 1.0 + i}
@@ -184,7 +184,7 @@ def test_exact_engines_prove_the_brute_force_optimum(tiny_dict, engine, model):
 def test_exact_priced_on_a_generated_instance():
     """8 devices in 4 regions, egress and carbon: CP-SAT and the MILP agree with
     each other and with the memetic plan (which can only be worse)."""
-    from geotrain_opt.generate import generate
+    from geotrain_opt.io.generate import generate
     d = generate("small", 8, 2)
     for i, t in enumerate(sorted({dev["type"] for dev in d["devices"]})):
         d.setdefault("gpu_types", {})[t] = {"price_per_hour": [2.0, 0.9, 3.1, 1.4][i % 4]}
@@ -208,7 +208,7 @@ def test_exact_priced_on_a_generated_instance():
 def test_fronts_over_any_two_metrics(tiny_dict, objectives):
     """Exact ε-walks (both engines) equal brute force's own front; NSGA-II's points are
     dominated by or equal to it."""
-    from geotrain_opt.fronts import front_points, pareto_front
+    from geotrain_opt.analysis.fronts import front_points, pareto_front
     d = copy.deepcopy(tiny_dict)
     d["gpu_types"]["fast"].update(price_per_hour=3.6, clocks=[{"fraction": 0.5, "busy_w": 120}])
     d["gpu_types"]["slow"]["price_per_hour"] = 1.8
@@ -249,8 +249,8 @@ def test_a_front_over_choices_keeps_its_own_metrics(tiny_dict):
     here: five points, a different set from the time-energy filter's), not by time and
     energy. Oracle: each choice's front alone, merged by hand;
     CP-SAT's ε-walk (choices searched with the shapes) must find the same front."""
-    from geotrain_opt.fronts import front_points, pareto_front
-    from geotrain_opt.objective import pareto_filter
+    from geotrain_opt.analysis.fronts import front_points, pareto_front
+    from geotrain_opt.cost.objective import pareto_filter
     from geotrain_opt.solvers import spec
     d = copy.deepcopy(tiny_dict)
     d["gpu_types"]["fast"].update(price_per_hour=3.6, clocks=[{"fraction": 0.5, "busy_w": 120}])

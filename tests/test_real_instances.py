@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from geotrain_opt import evaluate, load_instance
-from geotrain_opt.construct import smallest_feasible_plan
-from geotrain_opt.describe import describe_instance
-from geotrain_opt.generate import FAMILIES, generate, to_yaml
+from geotrain_opt.construct.pieces import smallest_feasible_plan
+from geotrain_opt.io.describe import describe_instance
+from geotrain_opt.io.generate import FAMILIES, generate, to_yaml
 
 from .conftest import INSTANCES
 

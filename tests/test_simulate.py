@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from geotrain_opt import Plan, evaluate
-from geotrain_opt.simulate import simulate, stage_order
+from geotrain_opt.cost.simulate import simulate, stage_order
 
 from .conftest import variant
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from geotrain_opt.evaluator import evaluate
-from geotrain_opt.instance import load_instance
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.problem.instance import load_instance
 from geotrain_opt.solvers import SolveOptions, get
 from geotrain_opt.solvers.termination import Termination
 
@@ -44,8 +44,8 @@ def _interrupt_after(monkeypatch, owner, name: str, calls: int) -> None:
 
 @pytest.mark.parametrize("solver", ["simulated-annealing", "random-search", "dtfm"])
 def test_ctrl_c_returns_the_best_plan_so_far(monkeypatch, solver):
-    import geotrain_opt.solvers.dtfm as dtfm
-    from geotrain_opt.solvers.fitness import Fitness
+    import geotrain_opt.solvers.baselines.dtfm as dtfm
+    from geotrain_opt.solvers.search.fitness import Fitness
     if solver == "dtfm":
         _interrupt_after(monkeypatch, dtfm, "gcma", 1)          # Ctrl-C in the second shape's search
     else:

@@ -7,7 +7,7 @@ import sys
 
 
 from geotrain_opt import load_instance, solvers
-from geotrain_opt.verifier import render, summary, verify_instance, verify_paths
+from geotrain_opt.analysis.verifier import render, summary, verify_instance, verify_paths
 
 from .conftest import INSTANCES
 

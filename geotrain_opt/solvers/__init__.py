@@ -6,23 +6,24 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .base import SolveOptions
-from .options import (AnnealingOptions, BruteforceOptions, CpsatOptions, DtfmOptions, ExactOptions, MemeticOptions,
-                      MilpOptions, NoOptions, Options, SearchOptions)
-from .registry import SolverSpec, get, names, register, spec
+from geotrain_opt.solvers.base import SolveOptions
+from geotrain_opt.solvers.options import (AnnealingOptions, BruteforceOptions, CpsatOptions, DtfmOptions,
+                                          ExactOptions, MemeticOptions, MilpOptions, NoOptions, Options,
+                                          SearchOptions)
+from geotrain_opt.solvers.registry import SolverSpec, get, names, register, spec
 
 _S = "geotrain_opt.solvers."
-register("bruteforce", _S + "bruteforce", kind="exact", pareto="native", options=BruteforceOptions)
-register("cpsat", _S + "cpsat", kind="exact", pareto="epsilon", certify=True, options=CpsatOptions, choices=True)
-register("milp", _S + "milp", kind="exact", pareto="epsilon", certify=True, options=MilpOptions, choices=True)
-register("memetic", _S + "memetic", kind="heuristic", pareto="native", options=MemeticOptions, choices=True)
-register("random-search", _S + "random_search", kind="baseline", options=SearchOptions)
-register("simulated-annealing", _S + "annealing", kind="baseline", options=AnnealingOptions)
-register("plain-ga", _S + "plain_ga", kind="baseline", options=MemeticOptions, choices=True)
-register("megatron-uniform", _S + "baselines:megatron_uniform", kind="baseline", options=NoOptions)
-register("proportional", _S + "baselines:proportional", kind="baseline", options=NoOptions)
-register("greedy", _S + "baselines:greedy", kind="baseline", options=NoOptions)
-register("dtfm", _S + "dtfm", kind="baseline", options=DtfmOptions)
+register("bruteforce", _S + "exact.bruteforce", kind="exact", pareto="native", options=BruteforceOptions)
+register("cpsat", _S + "exact.cpsat", kind="exact", pareto="epsilon", certify=True, options=CpsatOptions, choices=True)
+register("milp", _S + "exact.milp", kind="exact", pareto="epsilon", certify=True, options=MilpOptions, choices=True)
+register("memetic", _S + "search.memetic", kind="heuristic", pareto="native", options=MemeticOptions, choices=True)
+register("random-search", _S + "search.random_search", kind="baseline", options=SearchOptions)
+register("simulated-annealing", _S + "search.annealing", kind="baseline", options=AnnealingOptions)
+register("plain-ga", _S + "search.plain_ga", kind="baseline", options=MemeticOptions, choices=True)
+register("megatron-uniform", _S + "baselines.rules:megatron_uniform", kind="baseline", options=NoOptions)
+register("proportional", _S + "baselines.rules:proportional", kind="baseline", options=NoOptions)
+register("greedy", _S + "baselines.rules:greedy", kind="baseline", options=NoOptions)
+register("dtfm", _S + "baselines.dtfm", kind="baseline", options=DtfmOptions)
 
 
 def check_options(name: str, extra: Mapping[str, Any]) -> Options | None:
@@ -30,7 +31,15 @@ def check_options(name: str, extra: Mapping[str, Any]) -> Options | None:
     take, of the wrong type, out of range or not among the choices (a typo would
     otherwise be ignored, a string would fail deep inside the solver)."""
     cls = spec(name).options
-    return None if cls is None else cls.parse(name, extra)
+    if cls is None:
+        return None
+    opts = cls.parse(name, extra)
+    known = names()
+    for other in getattr(opts, "seed_solvers", ()):    # options name other solvers: the registry knows them
+        if other not in known:
+            from geotrain_opt.errors import SolverError
+            raise SolverError(f"{name}: option 'seed_solvers': unknown solver {other!r} (known: {', '.join(known)})")
+    return opts
 
 
 def options_taken(name: str, extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,11 +10,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from .. import objective as objmod
-from ..evaluator import evaluate
-from ..instance import Instance
-from ..plan import Plan
-from ..result import SolverResult
+from geotrain_opt.cost import objective as objmod
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.solvers.result import SolverResult
 
 
 @dataclass

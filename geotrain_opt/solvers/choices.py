@@ -1,5 +1,5 @@
-"""Micro-batch size and recomputation as decisions (formulations/model.md §11),
-enumerated outside every solver as (D, P) is outside the exact model: the instance
+"""Micro-batch size and recomputation (formulations/model.md §11; the decision:
+``decisions/choices.py``) for a solver that does not search them itself: enumerated outside it as (D, P) is outside the exact model: the instance
 at each (micro_batch, recompute) it offers is solved on a share of the time and the
 best plan, tagged with its choice, is the result. A choice changes M, every stage's
 work, activations and boundary message, so each is a whole instance of its own; the
@@ -13,22 +13,13 @@ from dataclasses import replace
 from functools import wraps
 from typing import Any
 
-from .. import objective as objmod
-from ..evaluator import evaluate
-from ..instance import Instance
-from ..objective import pareto_filter
-from ..plan import Plan
-from ..result import SolverResult
-from .base import SolveOptions, SolverFn
-
-
-def tag(inst: Instance, plan: Plan | None, b: int, r: str) -> Plan | None:
-    """The plan as a plan of ``inst``: its choice recorded where it is not the model's own."""
-    if plan is None:
-        return None
-    m = inst.model
-    return replace(plan, micro_batch=None if b == m.micro_batch else b,
-                   recompute=None if r == m.recompute else r)
+from geotrain_opt.cost import objective as objmod
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.problem.instance import Instance
+from geotrain_opt.cost.objective import pareto_filter
+from geotrain_opt.solvers.result import SolverResult
+from geotrain_opt.decisions.choices import tag
+from geotrain_opt.solvers.base import SolveOptions, SolverFn
 
 
 def over_choices(fn: SolverFn) -> SolverFn:

@@ -15,7 +15,7 @@ import typing
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping, TypeVar
 
-from ..errors import SolverError
+from geotrain_opt.errors import SolverError
 
 O = TypeVar("O", bound="Options")
 
@@ -133,8 +133,8 @@ def choice_values(choices: tuple | str | None) -> tuple | None:
     solver, read on first use (so checking options never imports DEAP early)."""
     if choices is None or isinstance(choices, tuple):
         return choices
-    from .memetic.local_search import LOCAL_SEARCHES
-    from .memetic.operators import CROSSOVERS, MUTATIONS
+    from geotrain_opt.solvers.search.memetic.local_search import LOCAL_SEARCHES
+    from geotrain_opt.solvers.search.memetic.operators import CROSSOVERS, MUTATIONS
     return tuple({"crossovers": CROSSOVERS, "mutations": MUTATIONS, "local_searches": LOCAL_SEARCHES}[choices])
 
 
@@ -247,11 +247,7 @@ class MemeticOptions(ChoiceOptions):
 
     def _check(self, solver: str) -> None:
         _check_front(solver, self.front)
-        from .registry import names
-        known = names()
-        for name in self.seed_solvers:
-            if name not in known:
-                raise SolverError(f"{solver}: option 'seed_solvers': unknown solver {name!r} (known: {', '.join(known)})")
+        # names of other solvers are checked against the registry by solvers.check_options
         if "memetic" in self.seed_solvers or "plain-ga" in self.seed_solvers:
             raise SolverError(f"{solver}: option 'seed_solvers': a memetic run cannot seed itself")
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from ..errors import SolverError
-from .base import SolverFn
-from .options import Options
+from geotrain_opt.errors import SolverError
+from geotrain_opt.solvers.base import SolverFn
+from geotrain_opt.solvers.options import Options
 
 KINDS = ("exact", "heuristic", "baseline")
 # how a solver yields a time-energy front: "epsilon", an ε-constraint walk of proven
@@ -85,6 +85,6 @@ def get(name: str) -> SolverFn:
     """The solver, run over the micro-batch sizes and recomputations an instance
     offers (choices.py; a plain call where it offers none, or where the solver
     searches them itself)."""
-    from .choices import over_choices
+    from geotrain_opt.solvers.choices import over_choices
     s = spec(name)
     return s.load() if s.choices else over_choices(s.load())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .base import Deadline
+from geotrain_opt.solvers.base import Deadline
 
 
 class Termination:

@@ -1,7 +1,7 @@
 """Writes the real-world instances of this folder (run from the repository root:
 ``python instances/real/make.py``). Every figure is cited in the file it lands in;
 pairs the sources do not cover are estimated with the window-limited great-circle
-model of geotrain_opt/generate.py and marked "derived".
+model of geotrain_opt/io/generate.py and marked "derived".
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from geotrain_opt import dtfm_scenarios as dtfm
-from geotrain_opt.generate import CITIES, wan_link
+from geotrain_opt.problem import dtfm_scenarios as dtfm
+from geotrain_opt.io.generate import CITIES, wan_link
 
 HERE = Path(__file__).resolve().parent
 GEO = {name: (lat, lon) for name, lat, lon in CITIES}

@@ -1,0 +1,109 @@
+"""Lower bounds on the objective of every plan of a shape (D, P), and of the instance.
+
+Each bound relaxes the cost model of formulations/model.md §3 in a way a reader
+can check in a line (formulations/exact.md §8 states them with proofs):
+
+
+- ``memory``: the stage that needs the most memory under the best cut still
+  needs D devices that hold it; otherwise no plan of the shape exists;
+- ``compute``: the busiest replica works at least M W / (sum of the D P fastest
+  speeds); every replica's micro-batch period is at least the best integer
+  cut's largest stage on the fastest device;
+- ``tiers``: the links a plan may use. A replica's P devices are joined by its
+  pipeline links and a ring's D devices by its ring links, so each lies in one
+  connected component of the graph of links no slower than its slowest one.
+  Over the tiers (distinct bandwidths) of the network this gives the slowest
+  pipeline link x and ring link y that some replica and ring must have, jointly
+  (a replica and a ring share a device, so they lie in one component);
+- the time bound is max(compute, pipeline(x)) + ring(y), minimised over the
+  feasible (x, y); energy adds the busy energy of the work at the least
+  J/FLOP and the waiting power of the D P lowest-waiting devices over that time.
+
+All are cheap (numpy over the tiers), so the exact driver prunes shapes with them
+before building a model, and every solver reports the instance's bound, the least
+over its shapes, with the gap of its plan to it.
+
+Layout: ``knobs`` (search budgets), ``tiers`` (link-graph components), ``cuts`` (the
+per-instance cut problems, :class:`ShapeBounds`), ``shape`` (one shape's bound),
+``merge`` (the merge tier's cases); this module: every shape, the instance, a result.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+from geotrain_opt.bounds.cuts import ShapeBounds
+from geotrain_opt.bounds.knobs import INF
+from geotrain_opt.bounds.shape import ShapeBound
+from geotrain_opt.bounds.tiers import link_tiers
+from geotrain_opt.construct.pieces import feasible_shapes
+from geotrain_opt.decisions.choices import variants
+
+if TYPE_CHECKING:                     # pragma: no cover
+    from geotrain_opt.problem.instance import Instance
+
+__all__ = ["INF", "ShapeBound", "ShapeBounds", "attach_bound", "instance_bound", "link_tiers", "shape_bounds"]
+
+
+def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None,
+                 stop: Callable[[], bool] | None = None) -> dict[tuple[int, int], ShapeBound]:
+    """The bound of every shape (default: every feasible shape of the instance).
+    ``stop()`` true: the shapes not reached yet get the trivial bound 0 ("not
+    computed"; at thousands of GPUs every shape's bound takes longer than a short
+    time limit), and nothing is kept for the next call."""
+    # once per instance: the exact driver, ``solve`` and ``verify`` all ask for them
+    every = inst._cache.get("shape_bounds")
+    if every is None and stop is not None:
+        sb = ShapeBounds(inst)
+        out = {}
+        for s in dict.fromkeys(feasible_shapes(inst) + list(shapes or [])):
+            out[s] = ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) if stop() else sb(*s)
+        if all(b.by != "not computed" for b in out.values()):
+            inst._cache["shape_bounds"] = dict(out)
+        return dict(out) if shapes is None else {s: out[s] for s in shapes}
+    if every is None:
+        sb = ShapeBounds(inst)
+        every = inst._cache["shape_bounds"] = {s: sb(*s) for s in feasible_shapes(inst)}
+    if shapes is None:
+        return dict(every)
+    missing = [s for s in shapes if s not in every]
+    out = {s: every[s] for s in shapes if s in every}
+    if missing:
+        sb = ShapeBounds(inst)
+        out.update({s: sb(*s) for s in missing})
+    return out
+
+
+def instance_bound(inst: "Instance") -> tuple[float, dict[str, int]]:
+    """(a lower bound on the primary objective of every plan, how many shapes each
+    bound decided). inf when no shape admits a plan. With micro-batch size or
+    recomputation to choose (model.md §11): the least over the choices."""
+    if inst.has_choices:
+        value, by = INF, {}
+        for v_inst in variants(inst)[1]:
+            v, n = instance_bound(v_inst)
+            value = min(value, v)
+            for k, c in n.items():
+                by[k] = by.get(k, 0) + c
+        return value, by
+    bounds = shape_bounds(inst)
+    by: dict[str, int] = {}
+    for b in bounds.values():
+        by[b.by] = by.get(b.by, 0) + 1
+    return min((b.value for b in bounds.values()), default=INF), by
+
+
+def attach_bound(inst: "Instance", res) -> None:
+    """Give a result the instance's certified lower bound: ``stats["lower_bound"]``
+    (value, seconds, how many shapes each bound decided) and ``best_bound`` (the
+    larger of the solver's own and this one), so ``res.gap`` says how far at most
+    the plan is from optimal, for any solver."""
+    t = time.perf_counter()
+    value, by = instance_bound(inst)
+    res.stats["lower_bound"] = {"value": value if value < INF else None, "seconds": round(time.perf_counter() - t, 3),
+                                "shapes_by": by}
+    if value < INF and res.objective_value is not None:
+        # a bound above the plan is a wrong bound: kept as it is, so that the verifier sees it
+        if value <= res.objective_value * (1 + 1e-9):
+            value = min(value, res.objective_value)
+        res.best_bound = value if res.best_bound is None else max(res.best_bound, value)

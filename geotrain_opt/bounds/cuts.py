@@ -1,0 +1,390 @@
+"""The per-instance side of the bounds: sorted speeds and capacities, the slowest
+links of each tier, and the cut problems (least largest stage, least peak memory,
+one cut for the period and the ring), each solved once per (P, ...) and cached."""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from geotrain_opt.bounds.knobs import INF, SLOW_PLACES
+from geotrain_opt.bounds.shape import ShapeBound, bound_shape
+from geotrain_opt.bounds.tiers import _Inside, _speeds_by_label, _Tiers, link_tiers
+from geotrain_opt.cost import stagecost as sc
+from geotrain_opt.decisions.clocks import least_j_per_flop
+
+if TYPE_CHECKING:                     # pragma: no cover
+    from geotrain_opt.problem.instance import Instance
+
+
+def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
+    """Least, over cuts of the layers into P contiguous non-empty stages, of the
+    largest stage total; ``extra[j]`` is added to stage j (embedding, head)."""
+    L = len(values)
+    pre = np.concatenate([[0.0], np.cumsum(values)])
+    # best[j][l]: least max over the first j+1 stages covering layers [0, l)
+    best = np.full(L + 1, INF)
+    for l in range(1, L + 1):
+        best[l] = pre[l] + extra[0]
+    best[0] = INF
+    for j in range(1, P):
+        nxt = np.full(L + 1, INF)
+        for l in range(j + 1, L + 1):
+            lo = np.arange(j, l)                       # previous stages cover [0, lo)
+            cand = np.maximum(best[lo], pre[l] - pre[lo] + extra[j])
+            nxt[l] = cand.min()
+        best = nxt
+    return float(best[L])
+
+
+
+class ShapeBounds:
+    """Bounds for every shape of one instance (the per-instance work done once)."""
+
+    def __init__(self, inst: "Instance") -> None:
+        self.inst = inst
+        a = self.a = inst.arrays
+        n = inst.n
+        self.speed_desc = np.sort(a.speed)[::-1]
+        self.speed_pre = np.concatenate([[0.0], np.cumsum(self.speed_desc)])
+        self.cap_desc = np.sort(a.mem_cap)[::-1]
+        self.pw_pre = np.concatenate([[0.0], np.cumsum(np.sort(a.p_wait))])
+        self.W = float(a.w_prefix[-1] + a.head_work)
+        self.N_all = float(a.par_prefix[-1] + a.emb_params + a.head_params)
+        # at the most frugal clock of every device (§10: a lower clock can spend less per FLOP)
+        self.j_per_flop = least_j_per_flop(a)
+        off = ~np.eye(n, dtype=bool)
+        self.alpha_min = float(a.alpha[off].min()) if n > 1 else 0.0
+        self.hop_min = float((a.alpha + a.A * a.inv_beta)[off].min()) if n > 1 else 0.0
+        self.occ_min = float(a.A * a.inv_beta[off].min()) if n > 1 else 0.0
+        # a link at least as slow as tier b has alpha >= the least alpha of such links:
+        # suffix minima over the links sorted by 1/beta answer that for any b
+        if n > 1:
+            ib, al = a.inv_beta[off], a.alpha[off]
+            order = np.argsort(ib, kind="stable")
+            self._ib_sorted = ib[order]
+            self._alpha_suf = np.minimum.accumulate(al[order][::-1])[::-1]
+            self._hop_suf = np.minimum.accumulate((al + a.A * ib)[order][::-1])[::-1]
+        self._n_min = float(np.diff(a.par_prefix).min())
+        self._w_min = float(np.diff(a.w_prefix).min())
+        self.tiers = link_tiers(inst)
+        self.hop_tiers = link_tiers(inst, "hop")
+        self._wl, self._pl, self._al = np.diff(a.w_prefix), np.diff(a.par_prefix), np.diff(a.act_prefix)
+        self._uniform: bool | None = None
+        self._bw: dict[int, float] = {}
+        self._bn: dict[int, float] = {}
+        self._mem: dict[tuple[int, int], float] = {}
+        self._prof: dict[tuple[int, int], np.ndarray] = {}
+        self._rows: dict[tuple[int, float], float] = {}
+        self._slow: dict[float, tuple[float, float]] = {}
+        self._comp_speeds: dict[int, list[np.ndarray]] = {}
+
+    def _slow_link(self, b: float) -> tuple[float, float]:
+        """(least alpha, least alpha + A/beta) over the links no faster than tier b."""
+        got = self._slow.get(b)
+        if got is None:
+            i = int(np.searchsorted(self._ib_sorted, b, side="left"))
+            got = self._slow[b] = ((INF, INF) if i >= len(self._ib_sorted)
+                                   else (float(self._alpha_suf[i]), float(self._hop_suf[i])))
+        return got
+
+    def _profile(self, kind: str, tiers: _Tiers, t: int, k: int) -> np.ndarray:
+        """The k fastest speeds of the best component of tier t with at least k
+        devices, elementwise over those components: no such component is faster."""
+        key = (kind, t, k)
+        prof = self._prof.get(key)
+        if prof is None:
+            comps = self._components(kind, tiers, t)
+            prof = np.zeros(k)
+            for sp in comps:
+                if len(sp) < k:
+                    break
+                prof = np.maximum(prof, sp[:k])
+            self._prof[key] = prof
+        return prof
+
+    def _components(self, kind: str, tiers: _Tiers, t: int) -> list[np.ndarray]:
+        """Each component's speeds at tier t, fastest first, largest components first."""
+        comps = self._comp_speeds.get((kind, t))
+        if comps is None:
+            comps = sorted(_speeds_by_label(tiers.labels[t], self.a.speed), key=len, reverse=True)
+            self._comp_speeds[kind, t] = comps
+        return comps
+
+    def _ring_slots(self, view: _Inside, y: int, D: int, P: int) -> np.ndarray:
+        """Speeds u_1 >= ... >= u_P such that, when every ring lies inside one
+        component of tier y (of those in ``view``), some ordering of any replica's stages runs at most u:
+        a component holding r disjoint rings gives the i-th of them a fastest device
+        no faster than its own i-th fastest (the rings' maxima are distinct devices),
+        and a replica's device in a ring is no faster than the ring's fastest. Empty
+        if the components cannot hold P rings."""
+        key = (y, D, P)
+        got = view.slots.get(key)
+        if got is None:
+            offers = [sp[: len(sp) // D] for sp in view.components(y) if len(sp) >= D]
+            pool = np.sort(np.concatenate(offers))[::-1] if offers else np.zeros(0)
+            got = view.slots[key] = pool[:P] if len(pool) >= P else np.zeros(0)
+        return got
+
+    def _slot_replica(self, u: np.ndarray, S: int, steady: int, comm_fill: float, tau_rest: float) -> float:
+        """Least S (fill) + steady (period) of a replica whose stages run at most the
+        speeds u (fastest first, in some order): every stage holds at least one
+        layer of at least the lightest layer's work, the rest of the work (other
+        layers' excess, the head) at the fastest speed; for each candidate period
+        tau (a value some stage's row takes) the fill is least with the spare layers
+        on the fastest stages that keep their row <= tau."""
+        a = self.a
+        P, L, w = len(u), a.L, self._w_min
+        if w <= 0.0:
+            return 0.0
+        n_hi = L - P + 1
+        n = np.arange(1, n_hi + 1)
+        tau = np.unique((n[:, None] * w / u[None, :]).ravel())
+        caps = np.clip(np.floor(tau[:, None] * u[None, :] / w + 1e-9), 0, n_hi)
+        ok = (caps >= 1).all(axis=1) & (caps.sum(axis=1) >= L)
+        tau, caps = tau[ok], caps[ok]
+        if len(tau) == 0:
+            return INF
+        room = caps - 1.0
+        before = np.concatenate([np.zeros((len(tau), 1)), np.cumsum(room, axis=1)[:, :-1]], axis=1)
+        layers = 1.0 + np.clip((L - P) - before, 0.0, room)
+        rest = float(a.w_prefix[-1] + a.head_work - L * w) / float(u[0])
+        fill = (layers * w / u[None, :]).sum(axis=1) + rest + comm_fill
+        return float((S * fill + steady * np.maximum(tau, tau_rest)).min())
+
+    def _busiest(self, P: int) -> float:
+        """Least largest stage work (FLOP per micro-batch) over the cuts into P stages."""
+        if P not in self._bw:
+            extra = np.zeros(P)
+            extra[-1] += self.a.head_work
+            self._bw[P] = _min_max_partition(self._wl, P, extra)
+        return self._bw[P]
+
+    def _busiest_row(self, P: int, s_top: float) -> float:
+        """Least, over cuts into P stages, of the largest stage row t_j + 2 kappa
+        (o_{j-1} + o_j) on devices of speed s_top, every link busy at least occ_min."""
+        key = (P, s_top)
+        if key not in self._rows:
+            extra = np.zeros(P)
+            extra[-1] += self.a.head_work
+            if P > 1:
+                nb = np.full(P, 2.0)
+                nb[0] = nb[-1] = 1.0
+                extra += s_top * 2.0 * self.a.kappa * self.occ_min * nb
+            self._rows[key] = _min_max_partition(self._wl, P, extra) / s_top
+        return self._rows[key]
+
+    def _heaviest(self, P: int) -> float:
+        """Least largest stage parameter count over the cuts into P stages."""
+        if P not in self._bn:
+            extra = np.zeros(P)
+            extra[0] += self.a.emb_params
+            extra[-1] += self.a.head_params
+            self._bn[P] = _min_max_partition(self._pl, P, extra)
+        return self._bn[P]
+
+    def _uniform_layers(self) -> bool:
+        """Every layer has the same work and parameters (the joint cut bound needs it)."""
+        if self._uniform is None:
+            self._uniform = bool(np.allclose(self._wl, self._wl[0]) and np.allclose(self._pl, self._pl[0]))
+        return self._uniform
+
+    def _row_caps(self, P: int, s_top: float, slow: tuple[float, ...] | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For identical layers: the candidate largest stage rows X (work units on
+        s_top; values some stage's row takes), caps[i, j] the most layers stage j may
+        hold with its row <= X[i], which X admit a cut at all, and each stage's
+        parameters besides its layers (embedding, head). Rows as in _cut_fronts."""
+        key = ("caps", P, s_top, slow)
+        got = self._prof.get(key)
+        if got is None:
+            a = self.a
+            L, w = a.L, float(self._wl[0])
+            hx = np.zeros(P)
+            hx[-1] += a.head_work
+            if P > 1:
+                occ = np.full(P - 1, self.occ_min)
+                if slow is not None:
+                    occ = np.maximum(occ, np.asarray(slow, dtype=float))
+                hx[1:] += s_top * 2.0 * a.kappa * occ
+                hx[:-1] += s_top * 2.0 * a.kappa * occ
+            hn = np.zeros(P)
+            hn[0] += a.emb_params
+            hn[-1] += a.head_params
+            n_hi = L - P + 1
+            n = np.arange(1, n_hi + 1)
+            X = np.unique((n[:, None] * w + hx[None, :]).ravel())
+            # generous by 1e-9
+            caps = np.clip(np.floor((X[:, None] - hx[None, :]) / w + 1e-9), 0, n_hi)
+            ok = (caps >= 1).all(axis=1) & (caps.sum(axis=1) >= L)
+            got = self._prof[key] = (X, caps, ok, hn)
+        return got
+
+    def _ring_front(self, P: int, s_top: float, exempt: tuple[int, ...], slow: tuple[float, ...] | None,
+                    coef: float, lat: float, fast: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """For identical layers: each candidate largest row X (seconds on s_top) and
+        the least ring R(X) over the cuts whose rows are all <= X, with one cut for
+        both ring terms: every stage's ring at least fast[0] N_j + fast[1], the
+        stages not in ``exempt`` also coef N_j + lat. A cut meets R when every stage
+        holds at most the layers both terms allow at R (and its row allows at X)."""
+        key = ("ring", P, s_top, exempt, slow, coef, lat, fast)
+        got = self._prof.get(key)
+        if got is not None:
+            return got
+        L, p = self.a.L, float(self._pl[0])
+        X, caps, ok, hn = self._row_caps(P, s_top, slow)
+        n_hi = L - P + 1
+        n = np.arange(1, n_hi + 1)
+        crossing = np.array([j not in exempt for j in range(P)])
+        Nn = n[:, None] * p + hn[None, :]                                       # N_j with n layers
+        Rc = np.unique(np.concatenate([(fast[0] * Nn + fast[1]).ravel(), (coef * Nn[:, crossing] + lat).ravel()]))
+        # the most layers stage j may hold with its ring <= R
+        top = np.where(crossing[None, :], np.minimum((Rc[:, None] - lat) / max(coef, 1e-300),
+                                                     (Rc[:, None] - fast[1]) / max(fast[0], 1e-300)),
+                       (Rc[:, None] - fast[1]) / max(fast[0], 1e-300))
+        pc = np.clip(np.floor((top - hn[None, :]) / p + 1e-9), 0, n_hi)
+        R = np.full(len(X), INF)
+        rows = np.nonzero(ok)[0]
+        block = max(1, 400_000 // max(1, len(Rc) * P))
+        for b0 in range(0, len(rows), block):
+            ix = rows[b0:b0 + block]
+            room = np.minimum(caps[ix][:, None, :], pc[None, :, :])
+            fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
+            any_fit = fit.any(axis=1)
+            R[ix[any_fit]] = Rc[fit.argmax(axis=1)[any_fit]]
+        got = self._prof[key] = (X / s_top, R)
+        return got
+
+    def _cut_fronts(self, P: int, s_top: float, exempt: int | tuple[int, ...] = 0,
+                    slow: tuple[float, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """For identical layers: each candidate largest stage row X (seconds on speed
+        s_top; a value some stage's row takes) and the least largest stage parameter
+        count Y(X), over the cuts whose rows are all <= X, of the stages other than
+        ``exempt`` freely chosen ones, or than the stages ``exempt`` names where it is
+        a tuple (inf where no cut fits). A row is t_j + 2 kappa
+        (o_{j-1} + o_j) with every link busy occ_min, or ``slow[i]`` for link i (between
+        stages i and i+1) where that is more. Y is non-increasing in X."""
+        key = ("front", P, s_top, exempt, slow)
+        got = self._prof.get(key)
+        if got is not None:
+            return got
+        a = self.a
+        L, p = a.L, float(self._pl[0])
+        X, caps, ok, hn = self._row_caps(P, s_top, slow)
+        n_hi = L - P + 1
+        n = np.arange(1, n_hi + 1)
+        Yc = np.unique(np.concatenate([(n[:, None] * p + hn[None, :]).ravel(), [0.0]]))
+        # for each Y candidate the layers stage j may hold with its parameters <= Y
+        pc = np.clip(np.floor((Yc[:, None] - hn[None, :]) / p + 1e-9), 0, n_hi)
+        Y = np.full(len(X), INF)
+        rows = np.nonzero(ok)[0]
+        # every (X, Y) pair at once, in blocks of X (fits is monotone in both, so the
+        # least fitting Y of each X is the first True along Y)
+        block = max(1, 400_000 // max(1, len(Yc) * P))
+        for b0 in range(0, len(rows), block):
+            ix = rows[b0:b0 + block]
+            cap = caps[ix][:, None, :]
+            room = np.minimum(cap, pc[None, :, :])
+            if isinstance(exempt, tuple):
+                room[:, :, list(exempt)] = cap[:, :, list(exempt)]
+                fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
+            elif exempt == 0:
+                fit = (room >= 1).all(axis=2) & (room.sum(axis=2) >= L)
+            else:
+                # exempt stages hold up to their row cap whatever their parameters: the
+                # stages that fit no layer under Y must be exempt, the rest go by gain
+                forced = room < 1
+                n_forced = forced.sum(axis=2)
+                gain = cap - room
+                top = np.sort(np.where(forced, 0.0, gain), axis=2)[:, :, ::-1]
+                top = np.concatenate([np.zeros(top.shape[:2] + (1,)), np.cumsum(top, axis=2)], axis=2)
+                k = np.clip(exempt - n_forced, 0, P)
+                extra = np.where(forced, gain, 0.0).sum(axis=2) + np.take_along_axis(top, k[:, :, None], axis=2)[:, :, 0]
+                fit = (n_forced <= exempt) & (room.sum(axis=2) + extra >= L)
+            any_fit = fit.any(axis=1)
+            Y[ix[any_fit]] = Yc[fit.argmax(axis=1)[any_fit]]
+        got = self._prof[key] = (X / s_top, Y)
+        return got
+
+    def _joint_cut(self, P: int, s_top: float, steady: float, tau_rest: float, ring_coef: float,
+                   exempt: int | tuple[int, ...] = 0, slow_occ: float | None = None, n_slow: int = 1,
+                   at: tuple[int, ...] | None = None, ring_lat: float = 0.0,
+                   fast: tuple[float, float] = (0.0, 0.0), links: tuple[float, ...] | None = None) -> float:
+        """Least, over the cuts, of steady * max(tau_rest, largest row) + the ring:
+        ring_coef * largest stage parameter count (of all stages but ``exempt`` ones)
+        + ring_lat, and at least fast[0] * largest of all stages + fast[1] (an exempt
+        stage's ring stays inside a site, not free: no ring is faster than the fastest
+        tier that holds one). The period and the ring of one plan come from the same
+        cut (bounding them apart lets each pick its own best cut); the two ring terms
+        each take their own least (a relaxation). ``slow_occ``: n_slow links (at most
+        two placed, anywhere) are busy that long per message, or the links ``at`` if
+        given; ``links``: every link's own occupancy (link i between stages i and i+1).
+        For identical layers; otherwise the separate bound (a relaxation)."""
+        has_exempt = exempt != 0 and (not isinstance(exempt, tuple) or len(exempt) > 0)
+        n_ex = len(exempt) if isinstance(exempt, tuple) else exempt
+        if not self._uniform_layers():
+            heavy = self._heaviest(P)
+            ring = max(ring_coef * heavy + ring_lat if not has_exempt else (ring_lat if n_ex < P else 0.0),
+                       fast[0] * heavy + fast[1])
+            return steady * max(tau_rest, self._busiest_row(P, s_top)) + ring
+        def placed(at: tuple[int, ...]) -> tuple[float, ...]:
+            return tuple(slow_occ if i in at else 0.0 for i in range(P - 1))
+
+        places: list = [None]
+        if links is not None and P > 1:
+            places = [tuple(links)]
+        elif slow_occ is not None and at is not None:
+            places = [placed(at)] if at else [None]
+        elif slow_occ is not None and P > 1:
+            # as many of the slow links as SLOW_PLACES placements allow (at least one)
+            k = min(n_slow, P - 1)
+            while k > 1 and math.comb(P - 1, k) > SLOW_PLACES:
+                k -= 1
+            places = [placed(c) for c in itertools.combinations(range(P - 1), k)]
+        best = INF
+        # with the links and the exempt stages named (whole_sites), one cut for both ring
+        # terms; elsewhere their own least each (a relaxation, much cheaper to share)
+        one_ring = links is not None and isinstance(exempt, tuple) and has_exempt and fast[0] > 0.0
+        for slow in places:
+            if one_ring:
+                # the exempt stages are named: one cut for both ring terms
+                X, R = self._ring_front(P, s_top, exempt, slow, ring_coef, ring_lat, fast)
+                best = min(best, float((steady * np.maximum(tau_rest, X) + R).min()))
+                continue
+            X, Y = self._cut_fronts(P, s_top, exempt, slow)
+            ring = ring_coef * Y + ring_lat if n_ex < P else np.zeros_like(Y)
+            if has_exempt and fast[0] > 0.0:
+                # every stage's ring at the fastest ring tier, on the same candidate rows
+                # (the rows do not depend on the exemption: the X lists are the same)
+                ring = np.maximum(ring, fast[0] * self._cut_fronts(P, s_top, 0, slow)[1] + fast[1])
+            best = min(best, float((steady * np.maximum(tau_rest, X) + ring).min()))
+        return best
+
+    def _memory_ok(self, D: int, P: int, q: int) -> bool:
+        """Can the stage needing most memory, under the cut that makes it least, sit
+        on D devices? (q: micro-batches per flush of the lightest replica). A DP over
+        cuts, since a stage's memory depends on its position (in-flight count)."""
+        if (P, q) not in self._mem:
+            self._mem[P, q] = self._least_peak_memory(P, q)
+        return bool(self._mem[P, q] <= self.cap_desc[D - 1])
+
+    def _least_peak_memory(self, P: int, q: int) -> float:
+        a = self.a
+        L = a.L
+        best = np.full(L + 1, INF)              # best[l]: stages so far cover layers [0, l)
+        best[0] = 0.0
+        for j in range(P):
+            infl = sc.inflight(a, P, j, q)
+            nxt = np.full(L + 1, INF)
+            for l in range(j + 1, L - (P - 1 - j) + 1):
+                lo = np.arange(j, l)
+                N = sc.stage_params(a, lo, l, j == 0, j == P - 1)
+                mem = sc.stage_memory(a, N, sc.stage_act(a, lo, l), j == P - 1, np.full(len(lo), infl))
+                nxt[l] = np.maximum(best[lo], mem).min()
+            best = nxt
+        return float(best[L])
+
+    def __call__(self, D: int, P: int) -> ShapeBound:
+        return bound_shape(self, D, P)

@@ -1,0 +1,6 @@
+"""``python -m geotrain_opt.cli``: the same as the ``geotrain-opt`` command."""
+import sys
+
+from geotrain_opt.cli.entry import main
+
+sys.exit(main())

@@ -1,0 +1,376 @@
+"""One handler per command: read the arguments, call the package, print or write."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from geotrain_opt import solvers
+from geotrain_opt.cost.calibrate import apply_calibration, calibrate, load_calibration, read_runs
+from geotrain_opt.io.describe import describe_evaluation, describe_instance, table
+from geotrain_opt.errors import GeoTrainError, InstanceError
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.problem.instance import Instance, load_instance
+from geotrain_opt.io.outputs import OutputError, check_writable
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.cli.args import _SOLVER_FLAGS
+
+
+
+def _load(args: argparse.Namespace) -> Instance:
+    inst = load_instance(args.instance)
+    if getattr(args, "calibration", None):
+        inst = apply_calibration(inst, load_calibration(args.calibration))
+    return inst
+
+
+def _instance(args: argparse.Namespace) -> Instance:
+    inst = _load(args)
+    changes = {}
+    if getattr(args, "objective", None):
+        changes["kind"] = args.objective
+    for name in ("lam", "max_time_s", "max_energy_j", "max_cost_usd", "max_carbon_g", "max_devices"):
+        v = getattr(args, name, None)
+        if v is not None:
+            changes[name] = v
+    return inst.with_options(**changes) if changes else inst
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    check_writable(args.out, "--out")
+    runs = read_runs(args.runs)
+    fit = tuple(f.strip() for f in args.fit.split(",") if f.strip())
+    cal = calibrate(runs, fit)
+    text = json.dumps(cal, indent=2)
+    if args.out:
+        from geotrain_opt.io.outputs import write_text
+        write_text(args.out, text + "\n")
+    print(text)
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from geotrain_opt.problem.instance import check_whole_model_fits
+    inst = load_instance(args.instance)
+    check_whole_model_fits(inst)
+    from geotrain_opt.problem.instance import parse_text, read_text_file
+    from geotrain_opt.problem.schema import schema_errors
+    errs = schema_errors(parse_text(read_text_file(Path(args.instance)), args.instance))
+    if errs:     # the reader accepted what the published schema does not: say which
+        raise InstanceError(errs[0].split(": ", 1)[0], "breaks geotrain_opt/schemas/instance.schema.json: "
+                            + errs[0].split(": ", 1)[-1], source=args.instance)
+    if args.json:
+        print(json.dumps({"ok": True, "instance": inst.name, "devices": inst.n, "regions": len(inst.regions),
+                          "layers": inst.model.layers, "micro_batches": inst.model.num_micro_batches}, indent=2))
+        return 0
+    print(f"ok: {inst.name}: {inst.n} devices, {len(inst.regions)} regions, "
+          f"{inst.model.layers} layers, {inst.model.num_micro_batches} micro-batches")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    if args.json:
+        from geotrain_opt.io.describe import describe_dict
+        print(json.dumps(describe_dict(inst), indent=2, default=float))
+    else:
+        print(describe_instance(inst))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    inst = _load(args)
+    plan = Plan.load(args.plan)
+    ev = evaluate(inst, plan)
+    if args.json:
+        print(json.dumps(ev.to_dict(), indent=2))
+    else:
+        print(describe_evaluation(inst, ev))
+    return 0 if ev.feasible else 1
+
+
+def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
+    hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
+    if hint is not None:
+        from geotrain_opt.cost.evaluator import check_plan
+        check_plan(inst, hint, "--hint")
+    extra = {name: getattr(args, name) for name in _SOLVER_FLAGS if getattr(args, name, None) is not None}
+    if extra.get("dask"):
+        extra["island_backend"] = "dask"
+    if getattr(args, "solver", None):
+        solvers.check_options(args.solver, extra)    # e.g. --population given to cpsat
+    return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
+                                hint=hint, progress=not args.quiet, verbose=args.verbose, extra=extra)
+
+
+def _print_result(inst: Instance, res) -> None:
+    gap = "" if res.gap is None else f", gap {res.gap:.3%}"
+    print(f"{res.solver}: status {res.status}{gap}, {res.wall_s:.2f} s wall")
+    if res.best_bound is not None and res.objective_value is not None and res.status != "optimal":
+        print(f"lower bound {res.best_bound:.6g}: the plan is at most {res.gap:.2%} from optimal")
+    if res.plan is None:
+        print("no plan found")
+        return
+    p = res.plan
+    m = inst.model
+    extra = "" if p.micro_batch is None and p.recompute is None and not inst.has_choices else \
+        f", micro-batch size {p.micro_batch or m.micro_batch}, recompute {p.recompute or m.recompute}"
+    print(f"plan: D={p.replicas} x P={p.stages}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}{extra}")
+    for k, row in enumerate(p.grid):
+        print(f"  replica {k}: {' -> '.join(g + (f' @{p.clock(g):g}' if p.clock(g) != 1.0 else '') for g in row)}")
+    print(describe_evaluation(inst, res.evaluation))
+
+
+def _save_or_print(res, path: str | None) -> None:
+    """Save the result; if that still fails, print it whole before the error line."""
+    if not path:
+        return
+    try:
+        res.save(path)
+    except OutputError:
+        print(json.dumps(res.to_dict(), indent=2))
+        raise
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    check_writable(args.out, "--out")
+    inst = _instance(args)
+    if args.certify and not solvers.spec(args.solver).certify:
+        print(f"error: --certify: needs --solver {' or '.join(solvers.names(certify=True))}, not {args.solver}",
+              file=sys.stderr)
+        return 2
+    opts = _options(args, inst)
+    res = solvers.get(args.solver)(inst, opts)
+    from geotrain_opt.bounds import attach_bound
+    attach_bound(inst, res)         # a certified lower bound and the gap to it, for any solver
+    _save_or_print(res, args.out)   # saved before certifying: a long second proof never loses it
+    if args.certify:
+        from geotrain_opt.analysis.certify import certify
+        certify(inst, res, opts)
+        _save_or_print(res, args.out)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+    else:
+        _print_result(inst, res)
+        if args.certify:
+            c = res.stats["certificate"]
+            print(f"certified: {'true' if res.stats['certified'] else 'false'} ({c['reason']})")
+        if args.out:
+            print(f"wrote {args.out}")
+    if res.plan is None and res.status != "infeasible":
+        return 1
+    if args.certify and not res.stats["certified"]:
+        return 3
+    return 0 if res.plan is not None else 1
+
+
+def cmd_pareto(args: argparse.Namespace) -> int:
+    from geotrain_opt.analysis.fronts import front_points, pareto_front
+    check_writable(args.out, "--out")
+    inst = _instance(args)
+    ref_front = None
+    if args.reference:     # another run's front (e.g. the exact one): IGD+ and ε against it
+        from geotrain_opt.solvers.result import SolverResult
+        try:
+            ref_front = front_points(SolverResult.load(args.reference, inst))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise GeoTrainError(f"--reference: cannot read a pareto result from {args.reference}: {e}") from None
+        if not ref_front:
+            raise GeoTrainError(f"--reference: {args.reference} holds no front")
+    objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
+    res = pareto_front(inst, args.solver, _options(args, inst), points=args.points, objectives=objectives)
+    if ref_front and res.pareto:
+        from geotrain_opt.analysis.indicators import summary
+        res.stats.update(summary(front_points(res), ref_front))
+    _save_or_print(res, args.out)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0 if res.pareto else 1
+    head = {"time": "T (s)", "energy": "E (J)", "cost": "C (USD)", "carbon": "Q (g CO2)"}
+    a, b = objectives
+    pts = front_points(res)
+    rows = [[str(i), f"{x:.6g}", f"{y:.6g}", r.status, f"{r.plan.replicas}x{r.plan.stages}", str(len(r.plan.devices))]
+            for i, ((x, y), r) in enumerate(zip(pts, res.pareto))]
+    print(f"{args.solver}: {len(rows)} non-dominated plans ({res.status}), {res.wall_s:.2f} s")
+    print(table(rows, ["#", head[a], head[b], "status", "DxP", "devices"]))
+    st = res.stats
+    if "hypervolume" in st:
+        line = (f"hypervolume {st['hypervolume']:.6g} (reference point {head[a]} {st['hypervolume_ref_t']:.6g}, "
+                f"{head[b]} {st['hypervolume_ref_e']:.6g})")
+        if "igd_plus" in st:
+            line += (f"; against --reference: its hypervolume {st['reference_hypervolume']:.6g}, "
+                     f"IGD+ {st['igd_plus']:.6g}, ε {st['epsilon']:.6g}")
+        print(line)
+    return 0 if rows else 1
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from geotrain_opt.io.generate import generate, to_yaml
+    check_writable(args.out, "--out")
+    data = generate(args.family, args.gpus, args.seed)
+    text = json.dumps(data, indent=1) + "\n" if args.json else to_yaml(data)
+    if args.out:
+        from geotrain_opt.io.outputs import write_text
+        write_text(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from geotrain_opt.analysis.verifier import summary, verify_paths, write_reports
+    if bool(args.instance) == bool(args.suite):
+        print("error: verify: give one INSTANCE or --suite DIR", file=sys.stderr)
+        return 2
+    check_writable(args.report, "--report")
+    check_writable(args.json_out, "--json-out")
+    if args.suite:
+        if not Path(args.suite).is_dir():
+            print(f"error: verify: --suite {args.suite}: no such folder", file=sys.stderr)
+            return 2
+        paths = sorted(p for p in Path(args.suite).iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        if not paths:
+            print(f"error: verify: no instance files in {args.suite}", file=sys.stderr)
+            return 2
+    else:
+        paths = [Path(args.instance)]
+    names = [n.strip() for n in args.solvers.split(",") if n.strip()]
+    for n in names:
+        solvers.get(n)          # unknown names fail here, before any work
+    vers = verify_paths(paths, names, args.time_limit, args.seed, progress=not args.quiet)
+    write_reports(vers, args.report, args.json_out)
+    bad = [f"{v.instance}: {m}" for v in vers for m in v.inconsistencies]
+    if args.json:
+        print(json.dumps([v.to_dict() for v in vers], indent=2))
+        return 1 if bad else 0
+    print(summary(vers))
+    for line in bad:
+        print(f"INCONSISTENT {line}")
+    print(f"{len(vers)} instances verified, {len(bad)} inconsistencies")
+    return 1 if bad else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from geotrain_opt.analysis.bench import run_suite
+    results = args.results or str(args.suite).rsplit(".", 1)[0] + ".results.jsonl"
+    check_writable(results, "--results")
+    ran = run_suite(args.suite, results, workers=args.workers, dask=args.dask, progress=not args.quiet)
+    if args.json:
+        from geotrain_opt.analysis.report import load_rows
+        print(json.dumps({"results": results, "ran": ran, "rows": load_rows(results)}, indent=2))
+    else:
+        print(f"results in {results}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from geotrain_opt.analysis.report import load_rows, markdown, summarize, to_csv
+    from geotrain_opt.io.outputs import write_text
+    check_writable(args.md, "--md")
+    check_writable(args.csv, "--csv")
+    recs = summarize(load_rows(args.results))
+    md = markdown(recs)
+    if args.md:
+        write_text(args.md, md, "--md")
+    if args.csv:
+        write_text(args.csv, to_csv(recs), "--csv")
+    print(json.dumps(recs, indent=2, default=str) if args.json else md)
+    return 0
+
+
+def _results(args: argparse.Namespace) -> list[dict]:
+    from geotrain_opt.analysis.report import load_rows
+    if not args.results:
+        raise GeoTrainError("plot --kind scaling: needs --results (a bench JSONL)")
+    return load_rows(args.results)
+
+
+def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
+    """The figures of one instance; what they show (fronts, a plan) is computed
+    here, so that plots.py only draws."""
+    from geotrain_opt.io import plots
+    if args.kind == "pareto":
+        from geotrain_opt.analysis.fronts import front_points, pareto_front
+        fronts, proven = {}, set()
+        for s in args.solvers.split(","):
+            res = pareto_front(inst, s, solvers.SolveOptions(time_limit_s=args.time_limit), points=50)
+            fronts[s] = front_points(res)
+            if res.pareto and all(r.status == "optimal" for r in res.pareto):
+                proven.add(s)
+        return plots.pareto(inst, fronts, args.out, proven)
+    p = Plan.load(args.plan) if args.plan else None
+    if p is not None:
+        p.grid_indices(inst.index)       # a plan of another instance: a clear PlanError
+    if args.kind == "gantt":
+        if p is None:
+            p = solvers.get("memetic")(inst, solvers.SolveOptions(time_limit_s=args.time_limit)).plan
+        return plots.gantt(inst, p, args.out)
+    return plots.region_map(inst, p, args.out)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from geotrain_opt.io import plots
+    for ext in (".png", ".svg"):
+        check_writable(plots.out_stem(args.out) + ext, "--out")
+    inst = load_instance(args.instance)
+    written = plots.scaling(_results(args), args.out) if args.kind == "scaling" else _plot_instance(inst, args)
+    if args.json:
+        print(json.dumps({"written": written}))
+    else:
+        for w in written:
+            print(f"wrote {w}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from geotrain_opt.cost.simulate import simulate
+    inst = load_instance(args.instance)
+    plan = Plan.load(args.plan)
+    ev = evaluate(inst, plan)
+    sim = simulate(inst, plan, shared_links=args.shared_links, rendezvous=args.rendezvous)
+    rows = [["iteration time T (s)", f"{ev.time_s:.6g}", f"{sim.time_s:.6g}", f"{(sim.time_s / ev.time_s - 1):+.2%}"],
+            ["pipeline (s)", f"{ev.pipeline_s:.6g}", f"{sim.pipeline_s:.6g}", f"{(sim.pipeline_s / ev.pipeline_s - 1):+.2%}"],
+            ["all-reduce (s)", f"{ev.allreduce_s:.6g}", f"{sim.allreduce_s:.6g}", ""],
+            ["energy E (J)", f"{ev.energy_j:.6g}", f"{sim.energy_j:.6g}", f"{(sim.energy_j / ev.energy_j - 1):+.2%}"]]
+    if args.json:
+        print(json.dumps({"analytic": ev.to_dict(), "simulated": {
+            "time_s": sim.time_s, "pipeline_s": sim.pipeline_s, "allreduce_s": sim.allreduce_s,
+            "energy_j": sim.energy_j, "busy_s": sim.busy_s, "wait_s": sim.wait_s}}, indent=2))
+    else:
+        print(table(rows, ["quantity", "analytic", "simulated", "simulated vs analytic"]))
+        if not ev.feasible:
+            print("infeasible plan (the analytic model says: " + "; ".join(ev.violations) + ")")
+    return 0 if ev.feasible else 1
+
+
+def cmd_export_plan(args: argparse.Namespace) -> int:
+    from geotrain_opt.io.export_plan import export
+    from geotrain_opt.io.outputs import write_text
+    check_writable(args.out, "--out")
+    inst = load_instance(args.instance)
+    text = export(inst, Plan.load(args.result), args.to)
+    if args.out:
+        write_text(args.out, text)
+        print(f"wrote {args.out} ({args.to})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_export_model(args: argparse.Namespace) -> int:
+    from geotrain_opt.io.export_model import export_model
+    check_writable(args.out, "--out")
+    inst = _instance(args)
+    info = export_model(inst, args.shape[0], args.shape[1], args.format, args.out)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"wrote {args.out}: {info['format']} model of shape {args.shape[0]}x{args.shape[1]}, "
+              f"{info['variables']} variables, {info['constraints']} constraints "
+              f"(time unit {info['t_unit_s']:.6g} s, energy unit {info['e_unit_j']:.6g} J)")
+    return 0

@@ -1,0 +1,36 @@
+"""The ``geotrain-opt`` command line: parse, run the command, and turn every error into
+one line and an exit code (2 bad input, 70 a bug of ours, 130 interrupted)."""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+from geotrain_opt.errors import GeoTrainError
+from geotrain_opt.cli.parser import build_parser
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except GeoTrainError as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `geotrain-opt ... | head`: the reader left; stop quietly (Python docs' recipe)
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (RecursionError, MemoryError) as e:
+        print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)
+        return 2
+    except Exception as e:      # a bug of ours: one line, and the traceback on request
+        import os
+        if os.environ.get("GEOTRAIN_DEBUG"):
+            raise
+        print(f"error: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              "(set GEOTRAIN_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 70

@@ -1,0 +1,433 @@
+"""The cost model of formulations/model.md §3, twice: a literal reference and a batched path.
+
+``evaluate`` follows formulations/model.md term by term in plain Python so that a reader
+can check it against the text; ``BatchEvaluator`` computes the same numbers for
+many plans of one (D, P) shape at once with numpy and is what solvers call in
+their hot loops. A property test keeps the two equal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from geotrain_opt.cost import stagecost as sc
+from geotrain_opt.problem.instance import Instance
+from geotrain_opt.errors import PlanError
+from geotrain_opt.problem.plan import Plan
+
+
+@dataclass
+class Evaluation:
+    feasible: bool
+    violations: list[str]
+    time_s: float
+    energy_j: float
+    pipeline_s: float                 # max_k T_k
+    allreduce_s: float                # max_j R_j
+    busy_j: float
+    wait_j: float
+    network_j: float
+    memory_bytes: dict[str, float]
+    replica_times_s: list[float] = field(default_factory=list)
+    stage_allreduce_s: list[float] = field(default_factory=list)
+    cross_region_bytes: float = 0.0
+    within_limits: bool = True        # ε-constraints and max_devices of the objective
+    limit_violations: list[str] = field(default_factory=list)
+    cost_usd: float | None = None     # §9: when the instance prices GPU hours or egress
+    carbon_g: float | None = None     # §9: when a region has a carbon intensity
+
+    @property
+    def acceptable(self) -> bool:
+        return self.feasible and self.within_limits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "feasible": self.feasible, "violations": list(self.violations),
+            "time_s": self.time_s, "energy_j": self.energy_j,
+            "pipeline_s": self.pipeline_s, "allreduce_s": self.allreduce_s,
+            "busy_j": self.busy_j, "wait_j": self.wait_j, "network_j": self.network_j,
+            "memory_bytes": dict(self.memory_bytes),
+            "replica_times_s": list(self.replica_times_s),
+            "stage_allreduce_s": list(self.stage_allreduce_s),
+            "cross_region_bytes": self.cross_region_bytes,
+            "within_limits": self.within_limits, "limit_violations": list(self.limit_violations),
+        } | ({"cost_usd": self.cost_usd} if self.cost_usd is not None else {}) \
+          | ({"carbon_g": self.carbon_g} if self.carbon_g is not None else {})
+
+
+def plan_errors(inst: Instance, plan: Plan) -> list[str]:
+    """What makes ``plan`` not a plan of ``inst`` at all (formulations/model.md §2):
+    unknown or repeated devices, cuts that are not 0 = c_0 < ... < c_P = L, a split
+    that is not positive integers summing to M (equal ones under a uniform split)."""
+    errors: list[str] = []
+    L, M = inst.model.layers, inst.model.num_micro_batches
+    unknown = [g for row in plan.grid for g in row if g not in inst.index]
+    if unknown:
+        errors.append(f"grid: unknown device id {unknown[0]!r}")
+    seen: set[str] = set()
+    dup = sorted({g for row in plan.grid for g in row if g in seen or seen.add(g)})
+    if dup:
+        errors.append(f"grid: device(s) used twice: {', '.join(dup[:5])}{' ...' if len(dup) > 5 else ''}")
+    c = plan.cuts
+    if c[0] != 0 or c[-1] != L or any(c[j + 1] <= c[j] for j in range(len(c) - 1)):
+        errors.append(f"cuts: need 0 = c_0 < c_1 < ... < c_P = {L}, got {list(c)[:12]}")
+    mk = plan.micro_batches
+    if any(x < 1 for x in mk) or sum(mk) != M:
+        errors.append(f"micro_batches: need positive integers summing to M = {M}, got {list(mk)[:12]}")
+    elif inst.options.batch_split == "uniform" and len(set(mk)) > 1:
+        errors.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {M / len(mk):g}")
+    used = set(plan.devices)
+    for g, f in plan.clocks:
+        if g not in used:
+            errors.append(f"clocks: device {g!r} is not in the grid")
+        elif g in inst.index:
+            fracs = [lv[0] for lv in inst.devices[inst.index[g]].levels]
+            if f not in fracs:
+                errors.append(f"clocks: device {g!r} has no clock {f:g} (its clocks: {', '.join(f'{x:g}' for x in fracs)})")
+    return errors
+
+
+def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = False) -> list[str]:
+    """Raise one PlanError naming the structural faults (shared by evaluate,
+    simulate and warm starts). With ``costable`` only the faults that leave no
+    cost to compute (unknown devices, cuts) raise, and the rest (a repeated
+    device, a wrong split) are returned for ``evaluate`` to report as infeasible."""
+    inst = plan_instance(inst, plan)
+    errors = plan_errors(inst, plan)
+    rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown", "clocks"))] if costable else []
+    errors = [e for e in errors if e not in rest_ok]
+    if errors:
+        field, _, msg = errors[0].partition(": ")
+        rest = "; ".join(errors[1:])
+        raise PlanError(field if what == "plan" else f"{what}.{field}", msg + (f"; {rest}" if rest else ""))
+    return rest_ok
+
+
+def evaluate(inst: Instance, plan: Plan) -> Evaluation:
+    """Evaluate one plan exactly as formulations/model.md §3 states it, one term per
+    helper below, in the order of the text."""
+    inst = plan_instance(inst, plan)
+    violations = check_plan(inst, plan, costable=True)
+    x = _Terms(inst, plan)
+    Tk = x.pipelines()
+    R = x.rings()
+    pipeline = max(Tk)
+    allreduce = max(R)
+    T = pipeline + allreduce
+    busy, wait, network, cross = x.energy(T)
+    E = busy + wait + network
+    cost, carbon = x.priced(T)
+    memory = x.memory(violations)
+    limits = limit_violations(inst, T, E, x.D * x.P, cost, carbon)
+    return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
+                      memory, Tk, R, cross, not limits, limits, cost, carbon)
+
+
+class _Terms:
+    """The terms of one plan's cost (model.md §3, §9, §10), written as the text
+    states them: a reader checks each method against its paragraph."""
+
+    def __init__(self, inst: Instance, plan: Plan) -> None:
+        self.inst, self.plan = inst, plan
+        a = self.a = inst.arrays
+        P, D = self.P, self.D = plan.stages, plan.replicas
+        g_idx = self.g_idx = plan.grid_indices(inst.index)
+        c = plan.cuts
+        self.mk = mk = plan.micro_batches
+        # -- per-stage work W_j, parameters N_j, activations act_j (logits apart)
+        W, N, act = [], [], []
+        for j in range(P):
+            lo, hi = c[j], c[j + 1]
+            W.append(float(a.w_prefix[hi] - a.w_prefix[lo]) + (a.head_work if j == P - 1 else 0.0))
+            N.append(float(a.par_prefix[hi] - a.par_prefix[lo]) + (a.emb_params if j == 0 else 0.0)
+                     + (a.head_params if j == P - 1 else 0.0))
+            act.append(float(a.act_prefix[hi] - a.act_prefix[lo]))
+        self.N, self.act = N, act
+        # §10: a device at clock f computes at f * speed and draws that clock's busy power
+        if plan.clocks:
+            level = {g: dict(inst.devices[g].levels) for row in g_idx for g in row}
+            f_of = [[plan.clock(plan.grid[k][j]) for j in range(P)] for k in range(D)]
+            self.p_busy = [[level[g_idx[k][j]][f_of[k][j]] * inst.pue_region.get(inst.devices[g_idx[k][j]].region, 1.0)
+                            for j in range(P)] for k in range(D)]
+        else:
+            f_of = [[1.0] * P for _ in range(D)]
+            self.p_busy = [[a.p_busy[g_idx[k][j]] for j in range(P)] for k in range(D)]
+        self.t = [[W[j] / (f_of[k][j] * a.speed[g_idx[k][j]]) for j in range(P)] for k in range(D)]
+        steps = inst.options.accumulation_steps
+        # flushes S_k = min(S, m_k) of at most q_k = ceil(m_k / S_k) micro-batches
+        self.Sk = [min(steps, mk[k]) if mk[k] >= 1 else 1 for k in range(D)]
+        self.qk = [-(-mk[k] // self.Sk[k]) for k in range(D)]
+
+    def pipelines(self) -> list[float]:
+        """T_k of every replica (beta is the effective bandwidth: NIC shares included)."""
+        a, g_idx, t, P, mk, Sk = self.a, self.g_idx, self.t, self.P, self.mk, self.Sk
+        A, kappa = a.A, self.inst.options.exposed_comm
+        Tk = []
+        for k in range(self.D):
+            links = [(g_idx[k][j], g_idx[k][j + 1]) for j in range(P - 1)]
+            occ = [A * a.inv_beta[u, v] for u, v in links]
+            x = [a.alpha[u, v] + o for (u, v), o in zip(links, occ)]
+            o = [0.0] + occ + [0.0]            # o_{k,-1} = o_{k,P-1} = 0
+            tau = max(max(t[k][j] + 2.0 * kappa * (o[j] + o[j + 1]) for j in range(P)),
+                      max(occ, default=0.0))
+            Tk.append(Sk[k] * (sum(t[k]) + 2.0 * sum(x)) + (mk[k] - Sk[k]) * tau)
+        return Tk
+
+    def rings(self) -> list[float]:
+        """R_j of every stage's data-parallel ring."""
+        a, g_idx, D = self.a, self.g_idx, self.D
+        R = []
+        for j in range(self.P):
+            if D == 1:
+                R.append(0.0)
+                continue
+            edges = [(g_idx[k][j], g_idx[(k + 1) % D][j]) for k in range(D)]
+            inv_bmin = max(a.inv_beta[u, v] for u, v in edges)
+            amax = max(a.alpha[u, v] for u, v in edges)
+            R.append(2.0 * (D - 1) / D * a.grad_bytes * self.N[j] * inv_bmin + 2.0 * (D - 1) * amax)
+        return R
+
+    def energy(self, T: float) -> tuple[float, float, float, float]:
+        """(busy, waiting, network energy, bytes crossing regions)."""
+        a, g_idx, D, P, mk, t, N = self.a, self.g_idx, self.D, self.P, self.mk, self.t, self.N
+        busy = wait = 0.0
+        for k in range(D):
+            for j in range(P):
+                g = g_idx[k][j]
+                U = mk[k] * t[k][j]
+                busy += self.p_busy[k][j] * U
+                wait += a.p_wait[g] * (T - U)
+        cross = 0.0
+        for k in range(D):
+            for j in range(P - 1):
+                if a.cross[g_idx[k][j], g_idx[k][j + 1]]:
+                    cross += 2.0 * mk[k] * a.A
+        for j in range(P):
+            if D > 1:
+                for k in range(D):
+                    if a.cross[g_idx[k][j], g_idx[(k + 1) % D][j]]:
+                        cross += 2.0 * (D - 1) / D * a.grad_bytes * N[j]
+        return busy, wait, a.net_j_per_byte * cross, cross
+
+    def priced(self, T: float) -> tuple[float | None, float | None]:
+        """§9: dollars (GPU hours of every selected device, egress per byte leaving a
+        region) and grams of CO2 (each device's energy at its region's intensity, the
+        network's at the mean of its two regions); bytes per direction as for X above."""
+        inst, a, g_idx, D, P, mk, t = self.inst, self.a, self.g_idx, self.D, self.P, self.mk, self.t
+        sent = []                                  # (u, v, bytes) per directed transfer
+        listed = inst.priced or inst.carbon_priced
+        for k in range(D if listed else 0):
+            for j in range(P - 1):
+                u, v = g_idx[k][j], g_idx[k][j + 1]
+                sent += [(u, v, mk[k] * a.A), (v, u, mk[k] * a.A)]
+        if D > 1 and listed:
+            for j in range(P):
+                for k in range(D):
+                    sent.append((g_idx[k][j], g_idx[(k + 1) % D][j], 2.0 * (D - 1) / D * a.grad_bytes * self.N[j]))
+        cost = carbon = None
+        if inst.priced:
+            price = sum(inst.devices[g].price_per_hour for row in g_idx for g in row)
+            egress = inst.egress_usd_per_byte
+            cost = T / 3600.0 * price + (sum(egress[u, v] * b for u, v, b in sent) if egress is not None else 0.0)
+        if inst.carbon_priced:
+            ci = [inst.carbon_region.get(d.region, 0.0) / 3.6e6 for d in inst.devices]     # g per J
+            carbon = 0.0
+            for k in range(D):
+                for j in range(P):
+                    g = g_idx[k][j]
+                    U = mk[k] * t[k][j]
+                    carbon += (self.p_busy[k][j] * U + a.p_wait[g] * (T - U)) * ci[g]
+            carbon += sum(a.net_j_per_byte * b * (ci[u] + ci[v]) / 2.0 for u, v, b in sent if a.cross[u, v])
+        return cost, carbon
+
+    def memory(self, violations: list[str]) -> dict[str, float]:
+        """State, activations of the micro-batches in flight, logits on the last stage;
+        a device over its usable memory is a violation."""
+        a, plan, P = self.a, self.plan, self.P
+        memory: dict[str, float] = {}
+        for k in range(self.D):
+            for j in range(P):
+                g = self.g_idx[k][j]
+                inflight = self.qk[k] if a.gpipe else min(P - j, self.qk[k])
+                mem = a.state_bytes * self.N[j] + self.act[j] * inflight
+                if j == P - 1:
+                    mem += a.logits * (inflight if self.inst.model.recompute == "none" else 1)
+                memory[plan.grid[k][j]] = mem
+                if mem > a.mem_cap[g]:
+                    violations.append(f"memory: {plan.grid[k][j]} (replica {k}, stage {j}) needs "
+                                      f"{mem / 2**30:.3f} GiB > usable {a.mem_cap[g] / 2**30:.3f} GiB")
+        return memory
+
+
+def plan_instance(inst: Instance, plan: Plan) -> Instance:
+    """The instance as the plan runs it: its micro-batch size and recomputation (§11)
+    fixed; the instance itself when the plan and the model choose nothing."""
+    if inst.has_choices or plan.micro_batch is not None or plan.recompute is not None:
+        return inst.variant(plan.micro_batch, plan.recompute)
+    return inst
+
+
+def clock_levels(inst: Instance, plan: Plan) -> np.ndarray:
+    """(D, P) clock level of each slot's device (0: full clock), for the batched evaluator."""
+    out = np.zeros((plan.replicas, plan.stages), dtype=np.int64)
+    if plan.clocks:
+        for k, row in enumerate(plan.grid):
+            for j, g in enumerate(row):
+                f = plan.clock(g)
+                if f != 1.0:
+                    out[k, j] = [lv[0] for lv in inst.devices[inst.index[g]].levels].index(f)
+    return out
+
+
+def limit_violations(inst: Instance, T: float, E: float, n_devices: int, cost: float | None = None,
+                     carbon: float | None = None) -> list[str]:
+    obj, opt = inst.objective, inst.options
+    out = []
+    if obj.max_time_s is not None and T > obj.max_time_s * (1 + 1e-12):
+        out.append(f"max_time_s: T = {T:.6g} s > {obj.max_time_s:g} s")
+    if obj.max_energy_j is not None and E > obj.max_energy_j * (1 + 1e-12):
+        out.append(f"max_energy_j: E = {E:.6g} J > {obj.max_energy_j:g} J")
+    if obj.max_cost_usd is not None and (cost or 0.0) > obj.max_cost_usd * (1 + 1e-12):
+        out.append(f"max_cost_usd: C = {cost:.6g} USD > {obj.max_cost_usd:g} USD")
+    if obj.max_carbon_g is not None and (carbon or 0.0) > obj.max_carbon_g * (1 + 1e-12):
+        out.append(f"max_carbon_g: Q = {carbon:.6g} g > {obj.max_carbon_g:g} g")
+    if opt.max_devices is not None and n_devices > opt.max_devices:
+        out.append(f"max_devices: {n_devices} devices > {opt.max_devices}")
+    return out
+
+
+# --------------------------------------------------------------------- batched
+@dataclass
+class BatchResult:
+    """Arrays over the batch (first axis = plan)."""
+
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    feasible: np.ndarray       # grid/cuts/split valid and memory fits
+    pipeline_s: np.ndarray
+    allreduce_s: np.ndarray
+    busy_j: np.ndarray
+    wait_j: np.ndarray
+    network_j: np.ndarray
+    memory: np.ndarray         # (n, D, P) bytes
+    within_limits: np.ndarray
+    cost_usd: np.ndarray | None = None      # §9, when the instance prices them
+    carbon_g: np.ndarray | None = None
+
+    @property
+    def acceptable(self) -> np.ndarray:
+        return self.feasible & self.within_limits
+
+
+class BatchEvaluator:
+    """Evaluate many plans of one instance and one (D, P) shape with numpy.
+
+    ``grid`` is ``(n, D, P)`` device indices, ``cuts`` ``(n, P+1)``, ``mb`` ``(n, D)``.
+    """
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        self.a = inst.arrays
+        self.plans = 0
+
+    def __call__(self, grid: np.ndarray, cuts: np.ndarray, mb: np.ndarray,
+                 clk: np.ndarray | None = None) -> BatchResult:
+        """``clk``: (n, D, P) clock level of each slot's device (0: full clock; §10)."""
+        a = self.a
+        grid = np.asarray(grid, dtype=np.int64)
+        cuts = np.asarray(cuts, dtype=np.int64)
+        mb = np.asarray(mb, dtype=np.int64)
+        n, D, P = grid.shape
+        self.plans += n
+        lo, hi = cuts[:, :-1], cuts[:, 1:]
+        first = np.arange(P) == 0
+        last = np.arange(P) == P - 1
+        W = sc.stage_work(a, lo, hi, last)
+        N = sc.stage_params(a, lo, hi, first, last)
+        act = sc.stage_act(a, lo, hi)
+
+        if clk is None or not a.has_clocks:
+            speed, pb = a.speed[grid], a.p_busy[grid]
+        else:
+            clk = np.asarray(clk, dtype=np.int64)
+            speed, pb = a.speed[grid] * a.clock_frac[grid, clk], a.clock_busy[grid, clk]
+        t = W[:, None, :] / speed                                # (n, D, P)
+        mbf = mb.astype(float)
+        u, v = grid[:, :, :-1], grid[:, :, 1:]
+        occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
+        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf)
+        cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
+        if D > 1:
+            nxt = np.roll(grid, -1, axis=1)
+            gradb = 2.0 * (D - 1) / D * a.grad_bytes * N        # (n, P)
+            R = sc.ring_time(a, D, N, a.inv_beta[grid, nxt].max(axis=1), a.alpha[grid, nxt].max(axis=1))
+            cross_ring = (a.cross[grid, nxt].sum(axis=1) * gradb).sum(axis=1)
+        else:
+            R = np.zeros((n, P))
+            cross_ring = np.zeros(n)
+        pipeline = Tk.max(axis=1)
+        allreduce = R.max(axis=1)
+        T = pipeline + allreduce
+        U = mbf[:, :, None] * t
+        pw = a.p_wait[grid]
+        busy = (pb * U).sum(axis=(1, 2))
+        wait = (pw * (T[:, None, None] - U)).sum(axis=(1, 2))
+        network = a.net_j_per_byte * (cross_pipe + cross_ring)
+        E = busy + wait + network
+        priced = {}
+        if self.inst.priced or self.inst.carbon_priced:
+            from geotrain_opt.cost.tariffs import charge, tariffs
+            ring_bytes = gradb if D > 1 else None
+            for name, tf in tariffs(self.inst).items():
+                if self.inst.priced if name == "cost_usd" else self.inst.carbon_priced:
+                    priced[name] = charge(tf, grid, U, T, mbf, a.A, ring_bytes, pb)
+
+        _S, q = sc.flushes(a, np.maximum(mb, 1))
+        infl = sc.inflight(a, P, np.arange(P)[None, None, :], q[:, :, None])
+        infl = np.broadcast_to(infl, (n, D, P))
+        mem = sc.stage_memory(a, N[:, None, :], act[:, None, :], last[None, None, :], infl)
+        ok = (mem <= a.mem_cap[grid]).all(axis=(1, 2))
+        ok &= (np.diff(cuts, axis=1) > 0).all(axis=1) & (cuts[:, 0] == 0) & (cuts[:, -1] == a.L)
+        ok &= (mb >= 1).all(axis=1) & (mb.sum(axis=1) == a.M)
+        if a.uniform:
+            ok &= (mb == mb[:, :1]).all(axis=1)
+        flat = np.sort(grid.reshape(n, -1), axis=1)
+        ok &= (np.diff(flat, axis=1) != 0).all(axis=1)
+        return BatchResult(T, E, ok, pipeline, allreduce, busy, wait, network, mem,
+                           self._limits(T, E, D * P, priced), priced.get("cost_usd"), priced.get("carbon_g"))
+
+    def _limits(self, T: np.ndarray, E: np.ndarray, n_dev: int, priced: dict[str, np.ndarray]) -> np.ndarray:
+        obj, opt = self.inst.objective, self.inst.options
+        ok = np.ones(T.shape, dtype=bool)
+        if obj.max_time_s is not None:
+            ok &= T <= obj.max_time_s * (1 + 1e-12)
+        if obj.max_energy_j is not None:
+            ok &= E <= obj.max_energy_j * (1 + 1e-12)
+        if obj.max_cost_usd is not None:
+            ok &= priced.get("cost_usd", np.zeros_like(T)) <= obj.max_cost_usd * (1 + 1e-12)
+        if obj.max_carbon_g is not None:
+            ok &= priced.get("carbon_g", np.zeros_like(T)) <= obj.max_carbon_g * (1 + 1e-12)
+        if opt.max_devices is not None and n_dev > opt.max_devices:
+            ok[:] = False
+        return ok
+
+    def evaluate_plans(self, plans: list[Plan]) -> list[BatchResult | None]:
+        """Convenience: group plans by shape; returns one single-row result per plan."""
+        out: list[Any] = [None] * len(plans)
+        groups: dict[tuple, list[int]] = {}
+        for i, p in enumerate(plans):
+            groups.setdefault((p.replicas, p.stages, p.micro_batch, p.recompute), []).append(i)
+        for (_D, _P, b, r), members in groups.items():
+            inst = plan_instance(self.inst, plans[members[0]])
+            ev = self if inst is self.inst else BatchEvaluator(inst)
+            grid = np.stack([plans[i].grid_indices(self.inst.index) for i in members])
+            cuts = np.array([plans[i].cuts for i in members])
+            mb = np.array([plans[i].micro_batches for i in members])
+            clk = np.stack([clock_levels(self.inst, plans[i]) for i in members])
+            res = ev(grid, cuts, mb, clk)
+            for row, i in enumerate(members):
+                out[i] = BatchResult(*(None if getattr(res, f) is None else np.asarray(getattr(res, f))[row:row + 1]
+                                       for f in res.__dataclass_fields__))
+        return out

@@ -1,0 +1,99 @@
+"""The stage arithmetic of the cost model, written once (formulations/model.md §3).
+
+Stage totals (work, parameters, activations and logits), flush counts under
+gradient accumulation, in-flight micro-batches, stage memory, hop times and the
+replica pipeline time are used by the batched evaluator, the constructive
+heuristics, the simulator, the instance fit check, the exact formulation,
+``describe`` and the plots. They all call these functions, with scalars or
+numpy arrays alike. The reference evaluator (``evaluator.evaluate``) does *not*:
+it restates the model literally and is the oracle the others are tested against.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:                     # pragma: no cover
+    from geotrain_opt.problem.instance import InstanceArrays
+
+Num = Any    # float or numpy array
+
+
+def stage_work(a: "InstanceArrays", lo: Num, hi: Num, last: Num) -> Num:
+    """FLOP per micro-batch of the stage holding layers [lo, hi) (+ LM head if last)."""
+    return a.w_prefix[hi] - a.w_prefix[lo] + np.where(last, a.head_work, 0.0)
+
+
+def stage_params(a: "InstanceArrays", lo: Num, hi: Num, first: Num, last: Num) -> Num:
+    return (a.par_prefix[hi] - a.par_prefix[lo] + np.where(first, a.emb_params, 0.0)
+            + np.where(last, a.head_params, 0.0))
+
+
+def stage_act(a: "InstanceArrays", lo: Num, hi: Num) -> Num:
+    """Activation bytes kept per in-flight micro-batch by the stage's layers (no logits)."""
+    return a.act_prefix[hi] - a.act_prefix[lo]
+
+
+def flushes(a: "InstanceArrays", m: Num) -> tuple[Num, Num]:
+    """(S_k, q_k): pipeline flushes of a replica with m micro-batches, and the most
+    micro-batches in one flush (S_k = min(S, m_k), q_k = ceil(m_k / S_k))."""
+    S = np.minimum(a.steps, m)
+    q = -(-np.asarray(m) // S)
+    return S, q
+
+
+def inflight(a: "InstanceArrays", P: int, j: Num, q: Num) -> Num:
+    """Micro-batches whose activations stage j holds at once (q: micro-batches per flush)."""
+    return q if a.gpipe else np.minimum(P - np.asarray(j), q)
+
+
+def logits_inflight(a: "InstanceArrays", infl: Num) -> Num:
+    """How many micro-batches' logits the last stage holds: all in flight without
+    recomputation, one (a transient of the micro-batch being computed) with it."""
+    return infl if a.logits_per_inflight else np.ones_like(infl)
+
+
+def stage_memory(a: "InstanceArrays", N: Num, act: Num, last: Num, infl: Num) -> Num:
+    """Bytes a device of the stage needs: training state, activations, logits."""
+    return a.state_bytes * N + act * infl + np.where(last, a.logits * logits_inflight(a, infl), 0.0)
+
+
+def stage_memory_of(a: "InstanceArrays", P: int, j: int, lo: int, hi: int, q: int) -> float:
+    """Memory of stage j = layers [lo, hi) of a P-stage pipeline, q micro-batches per flush."""
+    first, last = j == 0, j == P - 1
+    return float(stage_memory(a, stage_params(a, lo, hi, first, last), stage_act(a, lo, hi), last,
+                              inflight(a, P, j, q)))
+
+
+def occupancy(a: "InstanceArrays", u: Num, v: Num) -> Num:
+    """Serialisation time A/beta of one stage-boundary message on link u -> v."""
+    return a.A * a.inv_beta[u, v]
+
+
+def hop(a: "InstanceArrays", u: Num, v: Num) -> Num:
+    """Latency plus transfer of one stage-boundary message on link u -> v."""
+    return a.alpha[u, v] + a.A * a.inv_beta[u, v]
+
+
+def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, m: Num) -> Num:
+    """T_k over the last axis: t (..., P) stage times, occ/lat (..., P-1) link
+    occupancy and latency, m micro-batches (broadcast against t[..., 0]).
+
+    T_k = S_k (sum t + 2 sum x) + (m_k - S_k) tau_k,
+    tau_k = max(max_j t_j + 2 kappa (o_{j-1} + o_j), max_j o_j)."""
+    pad = np.zeros(t.shape[:-1] + (1,))
+    around = np.concatenate([pad, occ], axis=-1) + np.concatenate([occ, pad], axis=-1)
+    tau = (t + 2.0 * a.kappa * around).max(axis=-1)
+    if occ.shape[-1]:
+        tau = np.maximum(tau, occ.max(axis=-1))
+    m = np.asarray(m, dtype=float)
+    S, _q = flushes(a, m)
+    return S * (t.sum(axis=-1) + 2.0 * (occ + lat).sum(axis=-1)) + (m - S) * tau
+
+
+def ring_time(a: "InstanceArrays", D: int, N: Num, inv_beta_max: Num, alpha_max: Num) -> Num:
+    """R_j of a D-replica ring for a stage of N parameters."""
+    if D == 1:
+        return np.zeros_like(np.asarray(N, dtype=float))
+    return 2.0 * (D - 1) / D * a.grad_bytes * N * inv_beta_max + 2.0 * (D - 1) * alpha_max

@@ -1,0 +1,172 @@
+"""Hand a plan to a training framework: a rank map every format shares, then
+torch.distributed.pipelining, Megatron-LM, DeepSpeed and an MPI/DeepSpeed hostfile.
+
+Ranks are numbered replica-major (rank = k * P + j for replica k, stage j), so
+each replica's pipeline is a block of P consecutive ranks and the ranks of one
+stage across replicas form its data-parallel (all-reduce) group. A framework
+that cannot express the plan (Megatron-LM and DeepSpeed take neither arbitrary
+cuts nor unequal micro-batch counts per replica) gets a one-line error naming
+what it lacks, never a silently different plan.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from geotrain_opt.errors import PlanError
+from geotrain_opt.cost.evaluator import check_plan, evaluate
+from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.plan import Plan
+from geotrain_opt.io.provenance import PLAN_SCHEMA
+
+EXPORT_SCHEMA = "geotrain-opt.export/1"
+FORMATS = ("torch-pipelining", "megatron", "deepspeed", "hostfile")
+
+
+def rank_map(inst: Instance, plan: Plan) -> dict[str, Any]:
+    """Ranks, stages, replicas and process groups of a checked plan."""
+    check_plan(inst, plan, "plan")
+    ev = evaluate(inst, plan)
+    if not ev.feasible:      # a framework would run out of memory, or compute something else
+        raise PlanError("plan", "infeasible, not exported: " + "; ".join(ev.violations))
+    dev = {d.id: d for d in inst.devices}
+    P, D = plan.stages, plan.replicas
+    master = dev[plan.grid[0][0]].node
+    local: dict[str, int] = {}
+    ranks = []
+    for k, row in enumerate(plan.grid):
+        for j, gid in enumerate(row):
+            d = dev[gid]
+            lr = local.get(d.node, 0)
+            local[d.node] = lr + 1
+            r = k * P + j
+            ranks.append({"rank": r, "device": gid, "type": d.type, "node": d.node, "region": d.region,
+                          "local_rank": lr, "replica": k, "stage": j,
+                          # model.md §10: the clock to lock the GPU at (e.g. nvidia-smi -lgc), 1 = full
+                          "clock_fraction": plan.clock(gid),
+                          "layers": [plan.cuts[j], plan.cuts[j + 1]],
+                          "env": {"RANK": str(r), "WORLD_SIZE": str(D * P), "LOCAL_RANK": str(lr),
+                                  "MASTER_ADDR": master, "GEOTRAIN_REPLICA": str(k), "GEOTRAIN_STAGE": str(j)}})
+    b = inst.model.micro_batch
+    return {
+        "schema": EXPORT_SCHEMA, "plan_schema": PLAN_SCHEMA, "instance": inst.name,
+        "world_size": D * P, "pipeline_stages": P, "data_parallel_replicas": D,
+        "schedule": inst.options.schedule, "micro_batch_size": b, "global_batch": inst.model.global_batch,
+        "recompute": inst.model.recompute,
+        "accumulation_steps": inst.options.accumulation_steps,
+        "stages": [{"stage": j, "layers": [plan.cuts[j], plan.cuts[j + 1]]} for j in range(P)],
+        "replicas": [{"replica": k, "micro_batches": m, "samples": m * b, "ranks": list(range(k * P, k * P + P))}
+                     for k, m in enumerate(plan.micro_batches)],
+        "pipeline_groups": [list(range(k * P, k * P + P)) for k in range(D)],
+        "data_parallel_groups": [[k * P + j for k in range(D)] for j in range(P)],
+        "ranks": ranks,
+    }
+
+
+def to_torch_pipelining(inst: Instance, plan: Plan) -> dict[str, Any]:
+    """The rank map plus what ``torch.distributed.pipelining`` asks for: split points
+    (module paths where a new stage begins, for ``pipeline(split_spec=...)``), the
+    schedule class and each replica's number of micro-batches (``n_microbatches``)."""
+    out = rank_map(inst, plan)
+    out["format"] = "torch-pipelining"
+    out["split_spec"] = {f"layers.{c}": "BEGINNING" for c in plan.cuts[1:-1]}
+    out["schedule_class"] = "ScheduleGPipe" if inst.options.schedule == "gpipe" else "Schedule1F1B"
+    out["usage"] = ("pipeline(module, mb_args, split_spec={k: SplitPoint.BEGINNING for k in split_spec}); "
+                    "rank r builds stage ranks[r].stage of its replica's pipeline group with "
+                    "replicas[ranks[r].replica].micro_batches micro-batches")
+    return out
+
+
+def _equal_batches(plan: Plan, what: str) -> int:
+    if len(set(plan.micro_batches)) != 1:
+        raise PlanError("micro_batches", f"{what} gives every replica the same number of micro-batches; "
+                                         f"this plan has {list(plan.micro_batches)} (export --to torch-pipelining)")
+    return plan.micro_batches[0]
+
+
+def to_megatron(inst: Instance, plan: Plan) -> dict[str, Any]:
+    """Megatron-LM arguments. Megatron splits layers evenly, except that the first and
+    last stage may differ (``--decoder-first/last-pipeline-num-layers``)."""
+    m = _equal_batches(plan, "megatron: Megatron-LM")
+    sizes = [plan.cuts[j + 1] - plan.cuts[j] for j in range(plan.stages)]
+    args = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", str(plan.stages),
+            "--num-layers", str(inst.model.layers), "--hidden-size", str(inst.model.hidden),
+            "--num-attention-heads", str(inst.model.heads), "--seq-length", str(inst.model.seq_len),
+            "--ffn-hidden-size", str(inst.model.ffn_hidden),
+            "--micro-batch-size", str(inst.model.micro_batch),
+            "--global-batch-size", str(m * inst.model.micro_batch * plan.replicas)]
+    inner = sizes[1:-1]
+    if len(set(inner)) > 1:
+        raise PlanError("cuts", f"megatron: Megatron-LM splits the inner stages evenly; these cuts give "
+                                f"{sizes} layers (export --to torch-pipelining)")
+    if plan.stages > 1 and (not inner or sizes[0] != inner[0] or sizes[-1] != inner[0]):
+        args += ["--decoder-first-pipeline-num-layers", str(sizes[0]),
+                 "--decoder-last-pipeline-num-layers", str(sizes[-1])]
+    if inst.model.recompute == "full":
+        args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
+    out = rank_map(inst, plan)
+    out.update(format="megatron", args=args,
+               note="launch the ranks in the rank map's order: Megatron places pipeline stages on "
+                    "consecutive ranks, as this map does")
+    return out
+
+
+def to_deepspeed(inst: Instance, plan: Plan) -> dict[str, Any]:
+    """A DeepSpeed config and the layer boundaries for ``PipelineModule``
+    (``parts`` as DeepSpeed's own partitioner returns them)."""
+    m = _equal_batches(plan, "deepspeed: DeepSpeed")
+    b = inst.model.micro_batch
+    out = rank_map(inst, plan)
+    out.update(format="deepspeed",
+               ds_config={"train_batch_size": m * b * plan.replicas, "train_micro_batch_size_per_gpu": b,
+                          "gradient_accumulation_steps": m, "pipeline": {"stages": plan.stages},
+                          "bf16": {"enabled": inst.model.precision_bytes == 2}},
+               parts=list(plan.cuts),
+               note="set PipelineModule.parts = parts (layer i goes to the stage s with parts[s] <= i < parts[s+1])")
+    return out
+
+
+def to_hostfile(inst: Instance, plan: Plan) -> str:
+    """``node slots=N`` lines (DeepSpeed/OpenMPI), nodes in the order of their first rank."""
+    slots: dict[str, int] = {}
+    for r in rank_map(inst, plan)["ranks"]:
+        slots[r["node"]] = slots.get(r["node"], 0) + 1
+    return "".join(f"{node} slots={n}\n" for node, n in slots.items())
+
+
+def export(inst: Instance, plan: Plan, fmt: str) -> str:
+    """The file text of ``plan`` in format ``fmt`` (one of FORMATS)."""
+    from geotrain_opt.cost.evaluator import plan_instance
+    inst = plan_instance(inst, plan)          # the plan's micro-batch size (§11)
+    if fmt == "hostfile":
+        return to_hostfile(inst, plan)
+    makers = {"torch-pipelining": to_torch_pipelining, "megatron": to_megatron, "deepspeed": to_deepspeed}
+    if fmt not in makers:
+        raise PlanError("--to", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    return json.dumps(makers[fmt](inst, plan), indent=2) + "\n"
+
+
+def plan_from_export(d: dict[str, Any]) -> Plan:
+    """The plan behind an export (any JSON format above): ranks back to the grid,
+    stage layer ranges back to the cuts, replicas back to the split."""
+    if not isinstance(d, dict) or d.get("schema") != EXPORT_SCHEMA:
+        raise PlanError("schema", f"not a geotrain-opt export ({EXPORT_SCHEMA})")
+    try:
+        P, D = int(d["pipeline_stages"]), int(d["data_parallel_replicas"])
+        grid = [[""] * P for _ in range(D)]
+        for r in d["ranks"]:
+            grid[int(r["replica"])][int(r["stage"])] = str(r["device"])
+        cuts = [int(s["layers"][0]) for s in d["stages"]] + [int(d["stages"][-1]["layers"][1])]
+        mb = [int(r["micro_batches"]) for r in d["replicas"]]
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise PlanError("ranks", f"malformed export ({type(e).__name__}: {e})") from None
+    return Plan.from_dict({"grid": grid, "cuts": cuts, "micro_batches": mb})
+
+
+def load_plan_or_export(path: str) -> tuple[Plan, dict[str, Any] | None]:
+    """A plan, result or export file: (plan, the export or None)."""
+    from pathlib import Path
+    d = json.loads(Path(path).read_text())
+    if isinstance(d, dict) and d.get("schema") == EXPORT_SCHEMA:
+        return plan_from_export(d), d
+    return Plan.load(path), None

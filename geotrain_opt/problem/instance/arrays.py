@@ -1,0 +1,104 @@
+"""Per-instance constants in SI units, shaped for vectorised evaluation: the
+evaluator that reads them is the hot loop of every solver."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from geotrain_opt.problem.instance.network import nic_inv_share
+
+if TYPE_CHECKING:
+    from geotrain_opt.problem.instance.records import Instance
+
+
+@dataclass(frozen=True)
+class InstanceArrays:
+    """Per-instance constants in SI units, shaped for vectorised evaluation."""
+
+    speed: np.ndarray        # (n,) FLOP/s
+    mem_cap: np.ndarray      # (n,) usable bytes = headroom * mem
+    p_busy: np.ndarray       # (n,) W, times PUE
+    p_wait: np.ndarray       # (n,) W, times PUE
+    region: np.ndarray       # (n,) int region index
+    alpha: np.ndarray        # (n, n)
+    inv_beta: np.ndarray     # (n, n) s/byte of the effective bandwidth (NIC share included), diagonal 0
+    cross: np.ndarray        # (n, n) 1.0 where regions differ
+    w_prefix: np.ndarray     # (L+1,) cumulative work per micro-batch
+    par_prefix: np.ndarray   # (L+1,) cumulative parameters
+    act_prefix: np.ndarray   # (L+1,) cumulative activation bytes per micro-batch
+    head_work: float
+    emb_params: float
+    head_params: float
+    logits: float
+    A: float                 # stage-boundary message, bytes
+    state_bytes: float
+    grad_bytes: float
+    M: int
+    L: int
+    gpipe: bool
+    uniform: bool
+    net_j_per_byte: float
+    kappa: float             # exposed pipeline communication
+    steps: int               # accumulation steps S
+    logits_per_inflight: bool  # recompute none: logits of every in-flight micro-batch are kept
+    # §10 clocks: per device and level (0 = full clock), padded with level 0
+    clock_frac: np.ndarray     # (n, levels) fraction of the speed
+    clock_busy: np.ndarray     # (n, levels) busy power at that clock, W, times PUE
+    n_levels: np.ndarray       # (n,) levels of each device
+    has_clocks: bool
+
+    @staticmethod
+    def build(inst: Instance) -> "InstanceArrays":
+        m = inst.model
+        L = m.layers
+        scale = np.ones((L, 3))
+        for i, row in enumerate(m.layer_scale):
+            scale[i] = row
+        w = m.layer_work_flop() * scale[:, 0]
+        par = m.layer_params() * scale[:, 1]
+        act = m.layer_act_bytes() * scale[:, 2]
+        pre = lambda v: np.concatenate([[0.0], np.cumsum(v)])  # noqa: E731
+        pue = np.array([inst.pue_region.get(d.region, 1.0) for d in inst.devices])
+        regions = {r: i for i, r in enumerate(inst.regions)}
+        reg = np.array([regions[d.region] for d in inst.devices], dtype=np.int64)
+        with np.errstate(divide="ignore"):
+            inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
+        inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
+        np.fill_diagonal(inv_beta, 0.0)
+        arrs = InstanceArrays(
+            speed=np.array([d.speed for d in inst.devices]),
+            mem_cap=np.array([d.mem_bytes for d in inst.devices]) * inst.options.memory_headroom,
+            p_busy=np.array([d.busy_w for d in inst.devices]) * pue,
+            p_wait=np.array([d.wait_w for d in inst.devices]) * pue,
+            region=reg,
+            alpha=inst.alpha.copy(),
+            inv_beta=inv_beta,
+            cross=(reg[:, None] != reg[None, :]).astype(float),
+            w_prefix=pre(w), par_prefix=pre(par), act_prefix=pre(act),
+            head_work=m.head_work_flop(), emb_params=m.embedding_params(),
+            head_params=m.head_params(), logits=m.logits_bytes(), A=m.boundary_bytes(),
+            state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, M=m.num_micro_batches, L=L,
+            gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",
+            net_j_per_byte=inst.net_j_per_byte,
+            kappa=inst.options.exposed_comm, steps=inst.options.accumulation_steps,
+            logits_per_inflight=m.recompute == "none",
+            **_clock_tables(inst, pue),
+        )
+        for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
+                  arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
+            a.setflags(write=False)
+        return arrs
+
+
+def _clock_tables(inst: Instance, pue: np.ndarray) -> dict:
+    levels = [d.levels for d in inst.devices]
+    width = max(len(lv) for lv in levels)
+    frac = np.ones((len(levels), width))
+    busy = np.array([[d.busy_w] * width for d in inst.devices], dtype=float)
+    for g, lv in enumerate(levels):
+        for i, (f, p) in enumerate(lv):
+            frac[g, i], busy[g, i] = f, p
+    return {"clock_frac": frac, "clock_busy": busy * pue[:, None],
+            "n_levels": np.array([len(lv) for lv in levels], dtype=np.int64), "has_clocks": width > 1}

@@ -1,0 +1,426 @@
+"""Reading an instance: file to text (YAML or JSON, duplicate keys rejected), text
+to a validated :class:`Instance`, every problem a one-line :class:`InstanceError`
+naming the field."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geotrain_opt.problem import units
+from geotrain_opt.problem.catalog import GPU_CATALOG, MODEL_PRESETS, GpuType, default_clocks
+from geotrain_opt.errors import InstanceError
+from geotrain_opt.problem.instance.network import _read_network, read_egress
+from geotrain_opt.problem.instance.records import Device, Instance, Model, Objective, Options
+from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _MODEL, _TOP, BATCH_SPLITS, LIMITS,
+                                                  MAX_DEVICES, OBJECTIVES, SCHEDULES, _Reader)
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read a YAML or JSON instance file; every problem is an :class:`InstanceError`."""
+    p = Path(path)
+    try:
+        text = read_text_file(p)
+    except ValueError as e:
+        raise InstanceError("<file>", str(e), source=str(path)) from None
+    try:
+        data = parse_text(text, str(path))
+        inst = instance_from_dict(data, default_name=p.stem)
+    except InstanceError as e:     # name the file: a suite run reads many
+        raise InstanceError(e.field, e.message, source=str(path)) from None
+    except RecursionError:
+        raise InstanceError("<file>", "nested too deeply", source=str(path)) from None
+    inst.source = str(path)
+    return inst
+
+
+def read_text_file(p: Path, limit_bytes: int = 1 << 30) -> str:
+    """The file as UTF-8 text; ValueError with a one-line reason otherwise."""
+    try:
+        if p.stat().st_size > limit_bytes:
+            raise ValueError(f"{p} is larger than {limit_bytes >> 20} MiB")
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {p}: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text (byte {e.start})") from None
+
+
+def _no_duplicates(pairs: list[tuple[Any, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise InstanceError(str(k), "duplicate key (given twice in one mapping)")
+        out[k] = v
+    return out
+
+
+def _yaml_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that rejects a key given twice (PyYAML keeps the last one)."""
+
+    def mapping(loader, node, deep=False):
+        loader.flatten_mapping(node)
+        pairs = [(loader.construct_object(k, deep=deep), loader.construct_object(v, deep=deep))
+                 for k, v in node.value]
+        try:
+            return _no_duplicates(pairs)
+        except InstanceError as e:
+            raise InstanceError(e.field, f"{e.message} at line {node.start_mark.line + 1}") from None
+        except TypeError:          # an unhashable key such as a list
+            raise InstanceError("<file>", f"a mapping key must be a scalar (line {node.start_mark.line + 1})") from None
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
+def parse_text(text: str, where: str = "<text>") -> Any:
+    try:
+        return _parse(text, where)
+    except RecursionError:
+        raise InstanceError("<file>", "nested too deeply") from None
+
+
+def _parse(text: str, where: str) -> Any:
+    if where.endswith(".json"):
+        try:
+            return json.loads(text, object_pairs_hook=_no_duplicates)
+        except json.JSONDecodeError as e:
+            raise InstanceError("<file>", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    import yaml
+    try:
+        return yaml.load(text, Loader=_yaml_loader())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InstanceError("<file>", f"malformed YAML{at}: {problem}") from None
+
+
+def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
+    if data is None:
+        raise InstanceError("<root>", "the file is empty")
+    top = _Reader(data, "")
+    top.unknown_keys(_TOP)
+    model = _read_model(_Reader(top.req("model"), "model"))
+    catalog = _read_gpu_types(top.get("gpu_types", {}))
+    devices = _read_devices(top.req("devices"), catalog)
+    options = _read_options(_Reader(top.get("options", {}), "options"), len(devices))
+    objective = _read_objective(_Reader(top.get("objective", {}), "objective"))
+    net_r = _Reader(top.req("network"), "network")
+    alpha, beta = _read_network(net_r, devices)
+    egress = read_egress(net_r, devices)
+    energy = _Reader(top.get("energy", {}), "energy")
+    energy.unknown_keys({"net_j_per_byte", "pue", "carbon_g_per_kwh"})
+    net_j = energy.number("net_j_per_byte", 0.0, nonneg=True)
+    known_regions = {d.region for d in devices}
+    pue = _by_region(energy, "pue", known_regions, positive=True, maximum=LIMITS["pue"])
+    for r, v in pue.items():
+        if v < 1.0:
+            raise InstanceError(f"energy.pue.{r}", f"PUE must be >= 1, got {v}")
+    # intensities by region: under energy (beside pue) or as a top-level table of their
+    # own (formulations/model.md §9); one place only
+    if top.has("carbon_g_per_kwh"):
+        if energy.has("carbon_g_per_kwh"):
+            raise InstanceError("carbon_g_per_kwh", "given twice (also as energy.carbon_g_per_kwh): keep one")
+        carbon = _by_region(_Reader(data, ""), "carbon_g_per_kwh", known_regions, nonneg=True)
+    else:
+        carbon = _by_region(energy, "carbon_g_per_kwh", known_regions, nonneg=True)
+    inst = Instance(name=str(top.get("name", default_name)), model=model, devices=devices,
+                    alpha=alpha, beta=beta, net_j_per_byte=net_j, pue_region=pue,
+                    options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon)
+    inst.check_priced()
+    _check_fits_somewhere(inst)
+    return inst
+
+
+def _by_region(energy: _Reader, key: str, known: set[str], **limits: Any) -> dict[str, float]:
+    """``energy.<key>``: a number per region of the instance (pue, carbon_g_per_kwh)."""
+    raw = energy.get(key, {})
+    rr = _Reader(raw, energy.sub(key))
+    out: dict[str, float] = {}
+    for r in raw:
+        if str(r) not in known:
+            raise InstanceError(f"{energy.sub(key)}.{r}", "unknown region (no device is in it)")
+        out[str(r)] = rr.number(r, **({"maximum": LIMITS.get(key)} | limits))
+    return out
+
+
+def _read_model(r: _Reader) -> Model:
+    r.unknown_keys(_MODEL)
+    base: dict[str, Any] = {}
+    if r.has("preset"):
+        name = r.string("preset")
+        if name not in MODEL_PRESETS:
+            raise InstanceError("model.preset", f"unknown preset {name!r} (known: {', '.join(MODEL_PRESETS)})")
+        p = MODEL_PRESETS[name]
+        base = dict(layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=p.seq_len,
+                    vocab=p.vocab, ffn_hidden=p.ffn_hidden)
+    def pick(key: str, default: int | None = None) -> int:  # noqa: E306
+        if r.has(key):
+            return r.integer(key)
+        if base.get(key) is not None:
+            return int(base[key])
+        return r.integer(key, default)
+    layers = pick("layers")
+    hidden = pick("hidden")
+    heads = pick("heads")
+    seq_len = pick("seq_len")
+    vocab = pick("vocab")
+    ffn = pick("ffn_hidden", 4 * hidden)
+    gb = r.integer("global_batch")
+    mb = r.integer("micro_batch", 1)
+    if gb % mb:
+        raise InstanceError("model.global_batch", f"global batch {gb} is not a multiple of micro_batch {mb}")
+    prec = r.integer("precision_bytes", 2)
+    recompute = r.choice("recompute", ("none", "full"), "none")
+    state = r.number("state_bytes", 16.0, positive=True)
+    grad = r.number("grad_bytes", 2.0, positive=True)
+    scale: list[tuple[float, float, float]] = []
+    overrides = r.get("layer_overrides", [])
+    if overrides:
+        if not isinstance(overrides, list):
+            raise InstanceError("model.layer_overrides", "expected a list")
+        rows = [[1.0, 1.0, 1.0] for _ in range(layers)]
+        for i, o in enumerate(overrides):
+            orr = _Reader(o, f"model.layer_overrides[{i}]")
+            orr.unknown_keys({"layer", "work_scale", "params_scale", "act_scale"})
+            li = orr.integer("layer", minimum=0)
+            if li >= layers:
+                raise InstanceError(orr.sub("layer"), f"layer {li} out of range 0..{layers - 1}")
+            rows[li] = [orr.number("work_scale", 1.0, positive=True),
+                        orr.number("params_scale", 1.0, positive=True),
+                        orr.number("act_scale", 1.0, positive=True)]
+        scale = [tuple(x) for x in rows]
+    mb_opts: list[int] = []
+    raw = r.get("micro_batch_options", [])
+    if not isinstance(raw, list):
+        raise InstanceError("model.micro_batch_options", "expected a list of micro-batch sizes")
+    for i, b in enumerate(raw):
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1 or b > LIMITS["micro_batch"]:
+            raise InstanceError(f"model.micro_batch_options[{i}]", f"expected a positive integer, got {b!r}")
+        if gb % b:
+            raise InstanceError(f"model.micro_batch_options[{i}]", f"{b} does not divide global_batch {gb}")
+        if b in mb_opts:
+            raise InstanceError(f"model.micro_batch_options[{i}]", f"{b} listed twice")
+        mb_opts.append(b)
+    rc_opts: list[str] = []
+    raw = r.get("recompute_options", [])
+    if not isinstance(raw, list):
+        raise InstanceError("model.recompute_options", "expected a list of none, full")
+    for i, v in enumerate(raw):
+        if v not in ("none", "full"):
+            raise InstanceError(f"model.recompute_options[{i}]", f"must be one of none, full, got {v!r}")
+        if v in rc_opts:
+            raise InstanceError(f"model.recompute_options[{i}]", f"{v} listed twice")
+        rc_opts.append(v)
+    return Model(layers, hidden, heads, seq_len, vocab, ffn, gb, mb, prec, recompute, state, grad,
+                 preset=r.get("preset"), layer_scale=tuple(scale), micro_batch_options=tuple(mb_opts),
+                 recompute_options=tuple(rc_opts))
+
+
+def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
+    def val(key: str, *, default: float | None) -> float:
+        return r.number(key, default, positive=True)
+    spec = GpuType(
+        name=name,
+        peak_tflops=val("peak_tflops", default=base.peak_tflops if base else None),
+        efficiency=val("efficiency", default=base.efficiency if base else None),
+        memory_gib=val("memory_gib", default=base.memory_gib if base else None),
+        busy_w=val("busy_w", default=base.busy_w if base else None),
+        wait_w=r.number("wait_w", base.wait_w if base else None, nonneg=True),
+        source=str(r.get("source", base.source if base else "instance file")),
+        price_per_hour=r.number("price_per_hour", base.price_per_hour if base else 0.0, nonneg=True),
+        clocks=base.clocks if base else (),
+    )
+    if r.has("clocks"):
+        spec = replace(spec, clocks=_read_clocks(r, spec))
+    if spec.efficiency > 1:
+        raise InstanceError(r.sub("efficiency"), f"must be in (0, 1], got {spec.efficiency}")
+    if spec.wait_w > spec.busy_w:
+        # The exact formulations rely on busy >= wait (energy grows with busy time).
+        raise InstanceError(r.sub("wait_w"), f"wait power {spec.wait_w} W exceeds busy power {spec.busy_w} W")
+    return spec
+
+
+def _read_clocks(r: _Reader, spec: GpuType) -> tuple[tuple[float, float], ...]:
+    """``clocks: [{fraction: f, busy_w: P}, ...]``: lower clocks, fastest first. Clock 1
+    is the type's own (peak, busy_w): listing it is allowed only with that power."""
+    raw = r.get("clocks")
+    path = r.sub("clocks")
+    if raw == "default":
+        # the catalog's modelled table (catalog.default_clocks), at this type's own powers
+        return default_clocks(spec.busy_w, spec.wait_w)
+    if not isinstance(raw, list):
+        raise InstanceError(path, "expected a list of {fraction, busy_w} or 'default'")
+    out: dict[float, float] = {}
+    for i, e in enumerate(raw):
+        er = _Reader(e, f"{path}[{i}]")
+        er.unknown_keys({"fraction", "busy_w"})
+        f = er.number("fraction", required=True, positive=True, maximum=1.0)
+        p = er.number("busy_w", spec.busy_w if f == 1.0 else None, positive=True, maximum=LIMITS["busy_w"])
+        if f in out:
+            raise InstanceError(er.sub("fraction"), f"clock {f:g} listed twice")
+        if f == 1.0 and p != spec.busy_w:
+            raise InstanceError(er.sub("busy_w"), f"clock 1 is the type's own: busy_w {spec.busy_w:g} W, got {p:g}")
+        if p < spec.wait_w:
+            # the exact formulations rely on busy >= wait at every clock
+            raise InstanceError(er.sub("busy_w"), f"busy power {p:g} W at clock {f:g} is below wait power {spec.wait_w:g} W")
+        out[f] = p
+    out.pop(1.0, None)
+    return tuple(sorted(out.items(), reverse=True))
+
+
+def _read_gpu_types(raw: Any) -> dict[str, GpuType]:
+    catalog = dict(GPU_CATALOG)
+    types = _Reader(raw, "gpu_types")
+    for name, spec in raw.items():
+        sr = _Reader(spec, types.sub(str(name)))
+        sr.unknown_keys(_GPU)
+        catalog[str(name)] = _read_gpu_spec(sr, GPU_CATALOG.get(str(name)), str(name))
+    return catalog
+
+
+def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
+    if not isinstance(raw, list) or not raw:
+        raise InstanceError("devices", "expected a non-empty list of devices")
+    out: list[Device] = []
+    seen: set[str] = set()
+    node_nic: dict[str, tuple[float | None, str]] = {}
+    for i, entry in enumerate(raw):
+        r = _Reader(entry, f"devices[{i}]")
+        r.unknown_keys(_DEVICE)
+        tname = r.string("type")
+        if tname not in catalog:
+            raise InstanceError(r.sub("type"), f"unknown GPU type {tname!r} (add it under gpu_types or use one of: {', '.join(GPU_CATALOG)})")
+        spec = _read_gpu_spec(r, catalog[tname], tname)
+        region = r.string("region")
+        if r.has("count"):
+            count = r.integer("count")
+            if len(out) + count > MAX_DEVICES:
+                raise InstanceError(r.sub("count"), f"more than {MAX_DEVICES} devices in all "
+                                    f"({len(out)} before this entry, {count} here)")
+            prefix = r.string("id_prefix", f"{region}-")
+            gpn = r.integer("gpus_per_node", 0, minimum=0)
+            node = r.string("node", f"{prefix}node")
+            ids = [f"{prefix}{k}" for k in range(count)]
+            nodes = [f"{node}{k // gpn}" if gpn else node for k in range(count)]
+        else:
+            if r.has("id_prefix") or r.has("gpus_per_node"):
+                raise InstanceError(r.sub("id_prefix" if r.has("id_prefix") else "gpus_per_node"),
+                                    "only allowed together with count")
+            ids = [r.string("id")]
+            nodes = [r.string("node", f"{ids[0]}-node")]
+            if len(out) >= MAX_DEVICES:
+                raise InstanceError(r.sub("id"), f"more than {MAX_DEVICES} devices in all")
+        nic = units.gbps_to_bytes_per_s(r.number("nic_gbps", positive=True)) if r.has("nic_gbps") else None
+        for did, node in zip(ids, nodes):
+            if did in seen:
+                raise InstanceError(r.sub("id"), f"duplicate device id {did!r}")
+            seen.add(did)
+            if node in node_nic and node_nic[node][0] != nic:
+                raise InstanceError(r.sub("nic_gbps"), f"devices of node {node!r} disagree on nic_gbps "
+                                    f"({_gbps(node_nic[node][0])} at {node_nic[node][1]}, {_gbps(nic)} here)")
+            node_nic.setdefault(node, (nic, did))
+            out.append(Device(did, tname, units.tflops_to_flops(spec.peak_tflops), spec.efficiency,
+                              units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node, nic,
+                              spec.price_per_hour, spec.clocks))
+    return out
+
+
+def _gbps(bps: float | None) -> str:
+    return "none" if bps is None else f"{bps / units.GBIT_PER_S:g}"
+
+
+
+def _read_options(r: _Reader, n: int) -> Options:
+    r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices", "exposed_comm",
+                    "accumulation_steps"})
+    head = r.number("memory_headroom", 0.9, positive=True)
+    if head > 1:
+        raise InstanceError(r.sub("memory_headroom"), f"must be in (0, 1], got {head}")
+    maxd = r.integer("max_devices", 0, minimum=1) if r.has("max_devices") else None
+    kappa = r.number("exposed_comm", 0.5, nonneg=True)
+    if kappa > 1:
+        raise InstanceError(r.sub("exposed_comm"), f"must be in [0, 1], got {kappa}")
+    steps = r.integer("accumulation_steps", 1, minimum=1)
+    return Options(head, r.choice("schedule", SCHEDULES, "1f1b"),
+                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps)
+
+
+def _read_objective(r: _Reader) -> Objective:
+    r.unknown_keys({"kind", "lambda", "time_ref_s", "energy_ref_j", "max_time_s", "max_energy_j",
+                    "max_cost_usd", "max_carbon_g"})
+    lam = r.number("lambda", 0.5)
+    if not 0 <= lam <= 1:
+        raise InstanceError(r.sub("lambda"), f"must be in [0, 1], got {lam}")
+    return Objective(
+        kind=r.choice("kind", OBJECTIVES, "time"), lam=lam,
+        time_ref_s=r.number("time_ref_s", 1.0, positive=True),
+        energy_ref_j=r.number("energy_ref_j", 1000.0, positive=True),
+        max_time_s=r.number("max_time_s", positive=True) if r.has("max_time_s") else None,
+        max_energy_j=r.number("max_energy_j", positive=True) if r.has("max_energy_j") else None,
+        max_cost_usd=r.number("max_cost_usd", positive=True) if r.has("max_cost_usd") else None,
+        max_carbon_g=r.number("max_carbon_g", positive=True) if r.has("max_carbon_g") else None,
+    )
+
+
+def _check_fits_somewhere(inst: Instance) -> None:
+    """Reject instances that no plan can satisfy: the embedding or head stage alone
+    (one layer, one micro-batch in flight) exceeds the largest usable memory, at
+    every micro-batch size and recomputation a plan may choose (§11)."""
+    _at_some_choice(inst, _check_fits)
+
+
+def _at_some_choice(inst: Instance, check) -> None:
+    """Pass if ``check`` passes at one (micro_batch, recompute) choice; else its
+    error at the model's own choice."""
+    errors = []
+    for b, r in inst.model.choices():
+        try:
+            return check(inst.variant(b, r))
+        except InstanceError as e:
+            errors.append(e)
+    raise errors[0]
+
+
+def _check_fits(inst: Instance) -> None:
+    from geotrain_opt.cost.stagecost import stage_memory_of
+    a = inst.arrays
+    cap = float(a.mem_cap.max())
+    L = a.L
+    first = stage_memory_of(a, 2, 0, 0, 1, 1) if L > 1 else stage_memory_of(a, 1, 0, 0, 1, 1)
+    last = stage_memory_of(a, 2, 1, L - 1, L, 1) if L > 1 else first
+    worst, what = (first, "the first stage (embeddings + one layer)") if first > last else (last, "the last stage (one layer + LM head)")
+    if worst > cap:
+        raise InstanceError("model", f"fits on no subset of devices: {what} needs {worst / units.GIB:.2f} GiB "
+                                     f"but the largest device offers {cap / units.GIB:.2f} GiB usable")
+
+
+def check_whole_model_fits(inst: Instance) -> None:
+    """``validate``'s stronger test: the whole model (state + one micro-batch of
+    activations per layer) against the memory of the most devices one replica can
+    use, at most min(n, L, max_devices) stages. Loading does not apply it: such an
+    instance is well-formed, and the solvers prove it infeasible. Any choice of
+    micro-batch size and recomputation (§11) that fits is enough."""
+    _at_some_choice(inst, _check_whole)
+
+
+def _check_whole(inst: Instance) -> None:
+    a = inst.arrays
+    L = a.L
+    k = min(inst.n, L, inst.options.max_devices or inst.n)
+    total = (a.state_bytes * float(a.par_prefix[-1] + a.emb_params + a.head_params)
+             + float(a.act_prefix[-1]) + a.logits)
+    room = float(np.sort(a.mem_cap)[::-1][:k].sum())
+    if total > room:
+        raise InstanceError("model", f"fits on no subset of devices: one replica needs at least "
+                                     f"{total / units.GIB:.2f} GiB but the {k} largest devices a pipeline can use "
+                                     f"offer {room / units.GIB:.2f} GiB usable")

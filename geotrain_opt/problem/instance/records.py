@@ -1,0 +1,243 @@
+"""The instance as data: the model, the devices, the options, the objective, and
+the :class:`Instance` that holds them (with its SI arrays computed on first use)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from geotrain_opt.problem.instance.arrays import InstanceArrays
+
+
+@dataclass(frozen=True)
+class Model:
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    ffn_hidden: int
+    global_batch: int
+    micro_batch: int
+    precision_bytes: int = 2
+    recompute: str = "none"
+    state_bytes: float = 16.0
+    grad_bytes: float = 2.0
+    preset: str | None = None
+    # per-layer multipliers on work, parameters, activations (default all 1)
+    layer_scale: tuple[tuple[float, float, float], ...] = ()
+    # §11: the micro-batch sizes and recomputation modes a plan may choose (besides the above)
+    micro_batch_options: tuple[int, ...] = ()
+    recompute_options: tuple[str, ...] = ()
+
+    def choices(self) -> list[tuple[int, str]]:
+        """Every (micro_batch, recompute) a plan may take; the model's own first."""
+        bs = [self.micro_batch] + [b for b in self.micro_batch_options if b != self.micro_batch]
+        rs = [self.recompute] + [r for r in self.recompute_options if r != self.recompute]
+        return [(b, r) for b in bs for r in rs]
+
+    @property
+    def num_micro_batches(self) -> int:
+        return self.global_batch // self.micro_batch
+
+    # Per-layer quantities of formulations/model.md §1 (one micro-batch).
+    def layer_forward_flop(self) -> float:
+        b, s, h, f = self.micro_batch, self.seq_len, self.hidden, self.ffn_hidden
+        return b * s * (8.0 * h * h + 4.0 * h * f + 4.0 * s * h)
+
+    def layer_work_flop(self) -> float:
+        return (3 + (1 if self.recompute == "full" else 0)) * self.layer_forward_flop()
+
+    def layer_params(self) -> float:
+        h, f = self.hidden, self.ffn_hidden
+        return 4.0 * h * h + 2.0 * h * f + f + 9.0 * h
+
+    def layer_act_bytes(self) -> float:
+        b, s, h, a = self.micro_batch, self.seq_len, self.hidden, self.heads
+        if self.recompute == "full":
+            return 2.0 * s * b * h
+        return s * b * h * (34.0 + 5.0 * a * s / h)
+
+    def boundary_bytes(self) -> float:
+        return float(self.micro_batch * self.seq_len * self.hidden * self.precision_bytes)
+
+    def embedding_params(self) -> float:
+        return float(self.vocab * self.hidden + self.seq_len * self.hidden)
+
+    def head_params(self) -> float:
+        return float(self.vocab * self.hidden)
+
+    def head_work_flop(self) -> float:
+        return 3.0 * 2.0 * self.micro_batch * self.seq_len * self.hidden * self.vocab
+
+    def logits_bytes(self) -> float:
+        return 4.0 * self.micro_batch * self.seq_len * self.vocab
+
+    def total_params(self) -> float:
+        return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    type: str
+    peak_flops: float
+    efficiency: float
+    mem_bytes: float
+    busy_w: float
+    wait_w: float
+    region: str
+    node: str
+    nic_bps: float | None = None     # the node's NIC, bytes/s, shared by its devices
+    price_per_hour: float = 0.0      # USD per hour (formulations/model.md §9)
+    # clock levels (fraction, busy W), level 0 = (1.0, busy_w), then lower clocks (§10)
+    clocks: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def levels(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, self.busy_w),) + self.clocks
+
+    @property
+    def speed(self) -> float:
+        return self.peak_flops * self.efficiency
+
+
+@dataclass(frozen=True)
+class Options:
+    memory_headroom: float = 0.9
+    schedule: str = "1f1b"
+    batch_split: str = "uniform"
+    max_devices: int | None = None
+    exposed_comm: float = 0.5        # kappa: exposed fraction of a stage's P2P communication
+    accumulation_steps: int = 1      # S: pipeline flushes per iteration
+
+
+@dataclass(frozen=True)
+class Objective:
+    kind: str = "time"
+    lam: float = 0.5
+    time_ref_s: float = 1.0
+    energy_ref_j: float = 1000.0
+    max_time_s: float | None = None
+    max_energy_j: float | None = None
+    max_cost_usd: float | None = None      # ε-limits on the priced metrics (formulations/model.md §9)
+    max_carbon_g: float | None = None
+
+
+@dataclass
+class Instance:
+    name: str
+    model: Model
+    devices: list[Device]
+    alpha: np.ndarray            # (n, n) one-way latency, s; diagonal 0
+    beta: np.ndarray             # (n, n) bandwidth, bytes/s; diagonal inf
+    net_j_per_byte: float
+    pue_region: dict[str, float]
+    options: Options
+    objective: Objective
+    source: str = ""
+    # prices and carbon (formulations/model.md §9): USD per byte sent u -> v across
+    # regions ((n, n), None: no egress priced) and grams of CO2 per kWh by region
+    egress_usd_per_byte: np.ndarray | None = None
+    carbon_region: dict[str, float] = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # ---------------------------------------------------------- derived arrays
+    @property
+    def n(self) -> int:
+        return len(self.devices)
+
+    @property
+    def ids(self) -> list[str]:
+        return [d.id for d in self.devices]
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Device id -> row of every per-device array."""
+        idx = self._cache.get("index")
+        if idx is None:
+            idx = self._cache["index"] = {d.id: i for i, d in enumerate(self.devices)}
+        return idx
+
+    @property
+    def regions(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for d in self.devices:
+            seen.setdefault(d.region, None)
+        return list(seen)
+
+    @property
+    def arrays(self) -> "InstanceArrays":
+        arr = self._cache.get("arrays")
+        if arr is None:
+            from geotrain_opt.problem.instance.arrays import InstanceArrays
+            arr = self._cache["arrays"] = InstanceArrays.build(self)
+        return arr
+
+    def with_options(self, **changes: Any) -> "Instance":
+        """A copy with some options/objective fields replaced (e.g. a solver's ε)."""
+        opt = {k: v for k, v in changes.items() if k in Options.__dataclass_fields__}
+        obj = {k: v for k, v in changes.items() if k in Objective.__dataclass_fields__}
+        unknown = set(changes) - set(opt) - set(obj)
+        if unknown:
+            raise ValueError(f"unknown option(s): {sorted(unknown)}")
+        from dataclasses import replace
+        out = replace(self, options=replace(self.options, **opt), objective=replace(self.objective, **obj),
+                      _cache={})
+        out.check_priced()
+        return out
+
+    def check_priced(self) -> None:
+        """An objective or limit on dollars or grams needs the instance to price them."""
+        from geotrain_opt.errors import InstanceError
+        o = self.objective
+        if (o.kind == "cost" or o.max_cost_usd is not None) and not self.priced:
+            raise InstanceError("objective.kind" if o.kind == "cost" else "objective.max_cost_usd",
+                                "cost needs prices: price_per_hour of a GPU type or device, or "
+                                "egress_usd_per_gb of an inter_region link")
+        if (o.kind == "carbon" or o.max_carbon_g is not None) and not self.carbon_priced:
+            raise InstanceError("objective.kind" if o.kind == "carbon" else "objective.max_carbon_g",
+                                "carbon needs energy.carbon_g_per_kwh of at least one region")
+
+    def variant(self, micro_batch: int | None = None, recompute: str | None = None) -> "Instance":
+        """The instance with the model's micro-batch size and recomputation fixed to a
+        plan's choice (§11), without choices of its own; itself for the model's own."""
+        b = self.model.micro_batch if micro_batch is None else micro_batch
+        r = self.model.recompute if recompute is None else recompute
+        if (b, r) == (self.model.micro_batch, self.model.recompute) and not (
+                self.model.micro_batch_options or self.model.recompute_options):
+            return self
+        cache = self._cache.setdefault("variants", {})
+        if (b, r) not in cache:
+            from dataclasses import replace
+            if (b, r) not in self.model.choices():
+                from geotrain_opt.errors import PlanError
+                field = "micro_batch" if b not in [c[0] for c in self.model.choices()] else "recompute"
+                have = sorted({c[0] for c in self.model.choices()}) if field == "micro_batch" else \
+                    sorted({c[1] for c in self.model.choices()})
+                raise PlanError(field, f"{b if field == 'micro_batch' else r!r} is not one of the model's "
+                                       f"choices ({', '.join(map(str, have))})")
+            model = replace(self.model, micro_batch=b, recompute=r, micro_batch_options=(), recompute_options=())
+            cache[(b, r)] = replace(self, model=model, _cache={})
+        return cache[(b, r)]
+
+    @property
+    def has_choices(self) -> bool:
+        """True when plans choose the micro-batch size or recomputation (§11)."""
+        return bool(self.model.micro_batch_options or self.model.recompute_options) and len(self.model.choices()) > 1
+
+    @property
+    def priced(self) -> bool:
+        """True when the instance prices GPU hours or egress (cost is then reported)."""
+        got = self._cache.get("priced")
+        if got is None:     # asked by every evaluation: once per instance
+            got = self._cache["priced"] = any(d.price_per_hour > 0 for d in self.devices) or (
+                self.egress_usd_per_byte is not None and bool((self.egress_usd_per_byte > 0).any()))
+        return got
+
+    @property
+    def carbon_priced(self) -> bool:
+        """True when some region has a carbon intensity (carbon is then reported)."""
+        return any(v > 0 for v in self.carbon_region.values())     # one entry per region: cheap

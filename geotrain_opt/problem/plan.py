@@ -1,0 +1,135 @@
+"""The plan every solver returns (formulations/model.md §2) and its JSON form."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from geotrain_opt.errors import PlanError
+from geotrain_opt.io.provenance import PLAN_SCHEMA
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``grid[k][j]`` is the device id of replica ``k``, stage ``j``."""
+
+    grid: tuple[tuple[str, ...], ...]
+    cuts: tuple[int, ...]
+    micro_batches: tuple[int, ...]
+    # (device id, clock fraction) of the devices not at their full clock (model.md §10), sorted
+    clocks: tuple[tuple[str, float], ...] = ()
+    # §11: the plan's micro-batch size and recomputation (None: the model's own)
+    micro_batch: int | None = None
+    recompute: str | None = None
+
+    def clock(self, device: str) -> float:
+        return dict(self.clocks).get(device, 1.0)
+
+    @property
+    def stages(self) -> int:
+        return len(self.grid[0])
+
+    @property
+    def replicas(self) -> int:
+        return len(self.grid)
+
+    @property
+    def devices(self) -> list[str]:
+        return [g for row in self.grid for g in row]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"schema": PLAN_SCHEMA, "stages": self.stages, "replicas": self.replicas,
+             "grid": [list(r) for r in self.grid], "cuts": list(self.cuts),
+             "micro_batches": list(self.micro_batches)}
+        if self.clocks:
+            d["clocks"] = dict(self.clocks)
+        if self.micro_batch is not None:
+            d["micro_batch"] = self.micro_batch
+        if self.recompute is not None:
+            d["recompute"] = self.recompute
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @staticmethod
+    def make(grid: Sequence[Sequence[str]], cuts: Sequence[int], micro_batches: Sequence[int],
+             clocks: dict[str, float] | None = None) -> "Plan":
+        return Plan(tuple(tuple(str(g) for g in row) for row in grid), tuple(int(c) for c in cuts),
+                    tuple(int(m) for m in micro_batches),
+                    tuple(sorted((str(g), float(f)) for g, f in (clocks or {}).items() if float(f) != 1.0)))
+
+    @staticmethod
+    def from_dict(d: Any) -> "Plan":
+        if not isinstance(d, dict):
+            raise PlanError("<root>", "expected a JSON object with grid, cuts, micro_batches")
+        if "schema" in d and d["schema"] != PLAN_SCHEMA:
+            raise PlanError("schema", f"{d['schema']!r} is not a plan format this version reads ({PLAN_SCHEMA})")
+        for key in ("grid", "cuts", "micro_batches"):
+            if key not in d:
+                raise PlanError(key, "missing required field")
+        grid = d["grid"]
+        if not isinstance(grid, list) or not grid or not all(isinstance(r, list) and r for r in grid):
+            raise PlanError("grid", "expected a non-empty list of non-empty lists of device ids")
+        if len({len(r) for r in grid}) != 1:
+            raise PlanError("grid", "every replica (row) must have the same number of stages")
+        for key in ("cuts", "micro_batches"):
+            v = d[key]
+            if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise PlanError(key, "expected a list of integers")
+        clocks = d.get("clocks", {})
+        if not isinstance(clocks, dict) or not all(
+                isinstance(f, (int, float)) and not isinstance(f, bool) for f in clocks.values()):
+            raise PlanError("clocks", "expected a mapping of device id to clock fraction")
+        b, r = d.get("micro_batch"), d.get("recompute")
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise PlanError("micro_batch", f"expected a positive integer, got {b!r}")
+        if r is not None and r not in ("none", "full"):
+            raise PlanError("recompute", f"must be none or full, got {r!r}")
+        plan = replace(Plan.make(grid, d["cuts"], d["micro_batches"], clocks), micro_batch=b, recompute=r)
+        unknown = sorted(set(dict(plan.clocks)) - set(plan.devices))
+        if unknown:
+            raise PlanError("clocks", f"device {unknown[0]!r} is not in the grid")
+        if "stages" in d and d["stages"] != plan.stages:
+            raise PlanError("stages", f"says {d['stages']} but the grid has {plan.stages} columns")
+        if "replicas" in d and d["replicas"] != plan.replicas:
+            raise PlanError("replicas", f"says {d['replicas']} but the grid has {plan.replicas} rows")
+        if len(plan.cuts) != plan.stages + 1:
+            raise PlanError("cuts", f"expected {plan.stages + 1} cut points for {plan.stages} stages, got {len(plan.cuts)}")
+        if len(plan.micro_batches) != plan.replicas:
+            raise PlanError("micro_batches", f"expected {plan.replicas} entries (one per replica), got {len(plan.micro_batches)}")
+        return plan
+
+    @staticmethod
+    def load(path: str | Path) -> "Plan":
+        try:
+            text = Path(path).read_bytes().decode("utf-8")
+        except OSError as e:
+            raise PlanError("<file>", f"cannot read {path}: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            raise PlanError("<file>", f"not UTF-8 text (byte {e.start})") from None
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PlanError("<file>", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        except RecursionError:
+            raise PlanError("<file>", "nested too deeply") from None
+        if isinstance(d, dict) and "plan" in d and "grid" not in d:
+            d = d["plan"]   # a solver result file holds its plan under "plan"
+        return Plan.from_dict(d)
+
+    # ---- index form used by the vectorised evaluator and the solvers
+    def grid_indices(self, index: dict[str, int]) -> np.ndarray:
+        try:
+            return np.array([[index[g] for g in row] for row in self.grid], dtype=np.int64)
+        except KeyError as e:
+            raise PlanError("grid", f"unknown device id {e.args[0]!r}") from None
+
+    @staticmethod
+    def from_indices(ids: Sequence[str], grid: Any, cuts: Any, micro_batches: Any,
+                     clocks: dict[str, float] | None = None) -> "Plan":
+        return Plan.make([[ids[int(g)] for g in row] for row in np.asarray(grid)],
+                         [int(c) for c in cuts], [int(m) for m in micro_batches], clocks)

@@ -1,0 +1,145 @@
+"""Devices that can trade places in any plan without changing its cost: the units of
+the class model (formulations/exact.md §3.7) and the twins whose order is fixed."""
+from __future__ import annotations
+
+import numpy as np
+from geotrain_opt.problem.instance import Instance
+
+
+
+def device_classes(inst: Instance) -> list[list[int]]:
+    """Every device in exactly one class of devices that can trade places in any
+    plan without changing its cost: same speed, memory, power (PUE included) and
+    region, the same links to every device outside the class, and one link, both
+    ways, between any two members. Classes in order of their first member.
+    Computed once per instance (every shape's model asks); a fingerprint checks
+    only the classes a device can join (formulations/exact.md §3.7)."""
+    cached = inst._cache.get("device_classes")
+    if cached is not None:
+        return [list(c) for c in cached]
+    classes = _device_classes(inst)
+    inst._cache["device_classes"] = tuple(tuple(c) for c in classes)
+    return classes
+
+
+def _device_classes(inst: Instance) -> list[list[int]]:
+    a = inst.arrays
+    n = inst.n
+    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
+            inst.devices[g].clocks) for g in range(n)]
+    mats = (a.alpha, a.inv_beta)
+    # A fingerprint that members of one class share, so that only classes whose
+    # head matches are checked (the check is O(n), and thousands of devices have
+    # hundreds of classes): with each link as a residue of its bits, id < p, and
+    # random weights r < p, s_g = sum_o id[g, o] r_o; two members g, h of a class
+    # whose inner link has id x differ only in columns g and h, so
+    # s_g + (x - id[g, g]) r_g = s_h + (x - id[h, h]) r_h. Exact integers (p < 2^20,
+    # n <= 2^12 terms stay below 2^52); equal links have equal ids, so a mismatch
+    # rules a class out, and a match is checked in full.
+    p = 1048573
+    r = np.random.default_rng(0).integers(1, p, size=n, dtype=np.int64)
+    prints = []
+    if n <= 2 ** 12:
+        for m in mats:
+            ids = (np.ascontiguousarray(m, dtype=np.float64) + 0.0).view(np.int64) % p   # + 0.0: -0.0 is 0.0
+            for mm in (ids, ids.T):
+                prints.append((mm, mm @ r, mm.diagonal().copy()))
+    classes: list[list[int]] = []
+    heads: dict[tuple, list[int]] = {}        # key -> index of each class with that key
+    for g in range(n):
+        mine = heads.setdefault(key[g], [])
+        cand = np.array([classes[c][0] for c in mine], dtype=np.int64)
+        ok = np.ones(len(mine), dtype=bool)
+        for ids, sig, diag in prints:
+            if len(mine):
+                x = ids[g, cand]
+                ok &= sig[g] + (x - diag[g]) * r[g] == sig[cand] + (x - diag[cand]) * r[cand]
+        for c in (mine[i] for i in np.nonzero(ok)[0]):
+            cls = classes[c]
+            h = cls[0]
+            others = np.ones(n, dtype=bool)
+            others[g] = False
+            others[cls] = False
+            if not all(np.array_equal(m[g, others], m[h, others]) and np.array_equal(m[others, g], m[others, h])
+                       for m in mats):
+                continue
+            # within the class every pair has the same link both ways
+            pair = cls[:2] if len(cls) > 1 else [g, h]
+            intra = (a.alpha[pair[0], pair[1]], a.inv_beta[pair[0], pair[1]])
+            if all((a.alpha[g, o], a.inv_beta[g, o]) == intra == (a.alpha[o, g], a.inv_beta[o, g]) for o in cls):
+                cls.append(g)
+                break
+        else:
+            mine.append(len(classes))
+            classes.append([g])
+    return classes
+
+
+def class_twins(inst: Instance) -> list[list[int]]:
+    """Groups (of two or more, in index order) of classes of :func:`device_classes`
+    that trade places as wholes without changing any cost: equal size, figures,
+    region and price, the same link inside each, the same link both ways between
+    them and the same links to every other class (DT-FM's 8 identical nodes).
+    Empty for instances with clocks, whose units are (class, clock) pairs."""
+    cached = inst._cache.get("class_twins")
+    if cached is not None:
+        return [list(g) for g in cached]
+    a = inst.arrays
+    classes = device_classes(inst)
+    groups: list[list[int]] = []
+    if not a.has_clocks:
+        key = [(len(c), a.speed[c[0]], a.mem_cap[c[0]], a.p_busy[c[0]], a.p_wait[c[0]], a.region[c[0]],
+                inst.devices[c[0]].price_per_hour) for c in classes]
+        mats = [_unit_links(m, classes) for m in (a.alpha, a.inv_beta, a.cross)]
+
+        def twins(u: int, v: int) -> bool:
+            if key[u] != key[v]:
+                return False
+            rest = [o for o in range(len(classes)) if o not in (u, v)]
+            return all(m[u, u] == m[v, v] and m[u, v] == m[v, u] and np.array_equal(m[u, rest], m[v, rest])
+                       and np.array_equal(m[rest, u], m[rest, v]) for m in mats)
+        for u in range(len(classes)):
+            for g in groups:
+                if twins(g[0], u):
+                    g.append(u)
+                    break
+            else:
+                groups.append([u])
+        groups = [g for g in groups if len(g) > 1]
+    inst._cache["class_twins"] = tuple(tuple(g) for g in groups)
+    return groups
+
+
+def unit_order(n_units: int, twins: list[list[int]]) -> list[int]:
+    """The position of each unit in the order the rotation rule compares: unit
+    index, but each twin group contiguous (at its least member), which the
+    validity of first-use ordering of twins needs (formulations/exact.md §3.7)."""
+    lead = list(range(n_units))
+    for g in twins:
+        for u in g:
+            lead[u] = g[0]
+    ranked = sorted(range(n_units), key=lambda u: (lead[u], u))
+    order = [0] * n_units
+    for pos, u in enumerate(ranked):
+        order[u] = pos
+    return order
+
+
+def interchangeable_classes(inst: Instance) -> list[list[int]]:
+    """The classes of :func:`device_classes` with more than one device."""
+    return [c for c in device_classes(inst) if len(c) > 1]
+
+
+def _unit_links(m: np.ndarray, units: list[list[int]], unit_class: list[int] | None = None) -> np.ndarray:
+    """(units, units) view of a device-pair matrix: the entry of the first members,
+    and on the diagonal the entry between a class's first two members (0 for one device);
+    two units of one class at different clocks (§3.8) are two members too."""
+    first = [c[0] for c in units]
+    out = m[np.ix_(first, first)].copy()
+    for u, c in enumerate(units):
+        out[u, u] = m[c[0], c[1]] if len(c) > 1 else 0.0
+    if unit_class is not None and len(set(unit_class)) < len(units):
+        cls = np.array(unit_class)
+        same = cls[:, None] == cls[None, :]
+        out[same] = np.diag(out)[np.nonzero(same)[0]]
+    return out
