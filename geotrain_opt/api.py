@@ -27,15 +27,9 @@ def _instance(inst: Instance | str | Path) -> Instance:
 
 def _options(solver: str, time_limit: float, seed: int, workers: int, hint: Plan | None, progress: bool,
              options: dict[str, Any]) -> solvers.SolveOptions:
-    typed = options.pop("options", None)
-    if typed is not None:       # a typed options object (solvers.MemeticOptions(...)), keywords on top
-        if not isinstance(typed, solvers.Options):
-            from geotrain_opt.errors import SolverError
-            raise SolverError(f"{solver}: options= must be a solvers.Options dataclass, got {type(typed).__name__}")
-        options = {**typed.to_dict(), **options}
-    solvers.check_options(solver, options)
-    return solvers.SolveOptions(time_limit_s=float(time_limit), seed=int(seed), workers=int(workers), hint=hint,
-                                progress=progress, extra=dict(options))
+    typed = options.pop("options", None)          # a typed options object, keywords on top
+    return solvers.build_options(solver, options, options=typed, time_limit_s=float(time_limit), seed=int(seed),
+                                 workers=int(workers), hint=hint, progress=progress)
 
 
 def solve(inst: Instance | str | Path, solver: str = "memetic", *, time_limit: float = 60.0, seed: int = 0,

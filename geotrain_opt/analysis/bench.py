@@ -37,6 +37,7 @@ import yaml
 
 from geotrain_opt.solvers.cluster import dask_client, worker_guard
 from geotrain_opt.errors import GeoTrainError
+from geotrain_opt.solvers.result import Status
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,12 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
         inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
         if job.objective:
             inst = inst.with_options(kind=job.objective)
-        res = solvers.get(job.solver)(inst, solvers.SolveOptions(time_limit_s=job.time_limit, seed=job.seed,
-                                                                 extra=json.loads(job.extra)))
+        res = solvers.get(job.solver)(inst, solvers.build_options(job.solver, json.loads(job.extra),
+                                                                  time_limit_s=job.time_limit, seed=job.seed))
     except Exception as e:      # one bad run must not kill the sweep (and again on every resume)
         msg = str(e) if isinstance(e, GeoTrainError) else f"{type(e).__name__}: {e}"
         return {**head, "instance_name": Path(job.instance).stem, "n_gpus": None, "objective": job.objective,
-                "status": "error", "error": msg.splitlines()[0] if msg else type(e).__name__, "time_s": None,
+                "status": Status.ERROR, "error": msg.splitlines()[0] if msg else type(e).__name__, "time_s": None,
                 "energy_j": None, "objective_value": None, "best_bound": None, "devices_used": None,
                 "wall_s": time.perf_counter() - t, "plan": None, "provenance": provenance()}
     ev = res.evaluation

@@ -17,6 +17,7 @@ from typing import Any
 from geotrain_opt import solvers
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.base import SolveOptions
+from geotrain_opt.solvers.result import Status
 
 AGREE_RTOL = 1e-6
 OTHER = {"cpsat": "milp", "milp": "cpsat"}
@@ -32,7 +33,7 @@ def certify(inst: Any, res: SolverResult, opts: SolveOptions) -> SolverResult:
     ``res`` keeps its plan and status: certification only adds evidence."""
     if res.solver not in OTHER:
         raise ValueError(f"--certify needs an exact solver (cpsat or milp), not {res.solver!r}")
-    if res.status not in ("optimal", "infeasible"):
+    if res.status not in (Status.OPTIMAL, Status.INFEASIBLE):
         res.stats["certified"] = False
         res.stats["certificate"] = {"reason": f"nothing to certify: status is {res.status}"}
         return res
@@ -43,7 +44,7 @@ def certify(inst: Any, res: SolverResult, opts: SolveOptions) -> SolverResult:
     if second.status != res.status:
         ok = False
         cert["reason"] = f"{other} ended with status {second.status}, not {res.status}"
-    elif res.status == "infeasible":
+    elif res.status == Status.INFEASIBLE:
         ok = True
         cert["reason"] = f"{other} also proves the instance infeasible"
     elif _close(second.objective_value, res.objective_value):

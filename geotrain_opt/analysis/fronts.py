@@ -17,6 +17,7 @@ from geotrain_opt.errors import InstanceError
 from geotrain_opt.cost.objective import DEFAULT_FRONT, LIMIT, METRIC, pareto_filter
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.base import SolveOptions
+from geotrain_opt.solvers.result import Status
 
 # next ε = E_prev * (1 - STEP): points closer than this in energy count as one
 STEP = 1e-5
@@ -76,26 +77,26 @@ def _front(inst: Instance, solver: str, opts: SolveOptions, points: int,
         return res
     solve = solvers.get(solver)
     front: list[SolverResult] = []
-    status = "optimal"
+    status = Status.OPTIMAL
     cap = getattr(inst.objective, LIMIT[second])
     total = opts.time_limit_s
     while len(front) < points:
         left = total - (time.perf_counter() - start)
         if left <= 0:
-            status = "time_limit"
+            status = Status.TIME_LIMIT
             break
         sub = SolveOptions(time_limit_s=left, seed=opts.seed, workers=opts.workers, extra=dict(opts.extra))
         res = solve(inst.with_options(kind=first, **{LIMIT[second]: cap}), sub)
         if res.plan is None:
-            if res.status != "infeasible":
-                status = "time_limit"
+            if res.status != Status.INFEASIBLE:
+                status = Status.TIME_LIMIT
             break
-        if res.status != "optimal":
-            status = "time_limit"
+        if res.status != Status.OPTIMAL:
+            status = Status.TIME_LIMIT
         front.append(res)
         cap = getattr(res.evaluation, b) * (1 - STEP)
     else:
-        status = "partial"   # stopped at the requested number of points
+        status = Status.PARTIAL   # stopped at the requested number of points
     keep = pareto_filter([(getattr(r.evaluation, a), getattr(r.evaluation, b)) for r in front])
     out = SolverResult(solver=solver, status=status, plan=front[0].plan if front else None,
                        evaluation=front[0].evaluation if front else None, objective="pareto",

@@ -28,6 +28,8 @@ from geotrain_opt.io.describe import table
 from geotrain_opt.errors import SolverError
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
+from geotrain_opt.solvers.result import Status
+from geotrain_opt.problem.tolerances import PROOF_RTOL, TINY
 
 AGREE_RTOL = 1e-6
 
@@ -83,7 +85,7 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
     for name, ex in (extra or {}).items():
         solvers.check_options(name, ex)
     for name in names:
-        opts = solvers.SolveOptions(time_limit_s=time_limit_s, seed=seed, extra=dict((extra or {}).get(name, {})))
+        opts = solvers.build_options(name, (extra or {}).get(name, {}), time_limit_s=time_limit_s, seed=seed)
         t = time.perf_counter()
         try:
             res = solvers.get(name)(inst, opts)
@@ -105,14 +107,14 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
             if not ev.within_limits:
                 ver.inconsistencies.append(f"{name}: plan breaks a limit ({'; '.join(ev.limit_violations)})")
             for what, got, want in (("T", res.evaluation.time_s, ev.time_s), ("E", res.evaluation.energy_j, ev.energy_j)):
-                if abs(got - want) > 1e-9 * max(abs(want), 1e-300):
+                if abs(got - want) > PROOF_RTOL * max(abs(want), TINY):
                     ver.inconsistencies.append(f"{name}: reported {what} = {got!r} but re-evaluation gives {want!r}")
             value = float(objmod.of(inst.objective, ev)[0])
-            if res.objective_value is None or abs(res.objective_value - value) > 1e-9 * max(abs(value), 1e-300):
+            if res.objective_value is None or abs(res.objective_value - value) > PROOF_RTOL * max(abs(value), TINY):
                 ver.inconsistencies.append(f"{name}: reported objective {res.objective_value!r} but plan gives {value!r}")
     # (b) the exact methods agree; nobody beats a proof
-    proven = {n: r for n, r in results.items() if r.status == "optimal"}
-    infeasible = [n for n, r in results.items() if r.status == "infeasible"]
+    proven = {n: r for n, r in results.items() if r.status == Status.OPTIMAL}
+    infeasible = [n for n, r in results.items() if r.status == Status.INFEASIBLE]
     if proven:
         ver.optimum = min(r.objective_value for r in proven.values())
         best = min(proven, key=lambda n: proven[n].objective_value)
@@ -134,10 +136,10 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
     from geotrain_opt.bounds import INF, instance_bound
     bound, _by = instance_bound(inst)
     ver.bound = bound if bound < INF else None
-    if ver.bound is not None and ver.optimum is not None and bound <= ver.optimum * (1 + 1e-9):
+    if ver.bound is not None and ver.optimum is not None and bound <= ver.optimum * (1 + PROOF_RTOL):
         ver.bound = min(bound, ver.optimum)      # a hair above a proved optimum is rounding
     for m, r in results.items():
-        if r.objective_value is not None and (bound == INF or r.objective_value < bound * (1 - 1e-9)):
+        if r.objective_value is not None and (bound == INF or r.objective_value < bound * (1 - PROOF_RTOL)):
             ver.inconsistencies.append(f"{m}'s plan ({r.objective_value:.9g}) is below the instance's lower bound "
                                        f"({bound:.9g}): the bound is wrong")
     return ver
@@ -165,7 +167,7 @@ def render(vers: list[Verification]) -> str:
     out.append("|" + "---|" * 8)
     out += ["| " + " | ".join(r) + " |" for r in rows]
     bad = [f"- {v.instance}: {msg}" for v in vers for msg in v.inconsistencies]
-    refused = [f"- {v.instance}: {r.solver} refused: {r.note}" for v in vers for r in v.runs if r.status == "refused"]
+    refused = [f"- {v.instance}: {r.solver} refused: {r.note}" for v in vers for r in v.runs if r.status == Status.REFUSED]
     out.append("")
     out.append(f"{len(vers)} instances, {sum(len(v.runs) for v in vers)} runs, {len(bad)} inconsistencies"
                + (f", {len(refused)} refused" if refused else ""))
@@ -181,11 +183,11 @@ def summary(vers: list[Verification]) -> str:
         runs = [(v, r) for v in vers for r in v.runs if r.solver == n]
         gaps = [v.gap(r) for v, r in runs if v.gap(r) is not None]
         opt = sum(1 for g in gaps if g <= 1e-3)
-        refused = sum(1 for _, r in runs if r.status == "refused")
+        refused = sum(1 for _, r in runs if r.status == Status.REFUSED)
         # "0/0" would read as a failure; say why there is nothing to compare
         within = f"{opt}/{len(gaps)}" if gaps else ("- (refused)" if refused == len(runs) else "- (no optimum known)")
         cert = [v.certified_gap(r) for v, r in runs if v.certified_gap(r) is not None]
-        rows.append([n, str(len(runs)), str(refused), str(sum(1 for _, r in runs if r.status == "optimal")),
+        rows.append([n, str(len(runs)), str(refused), str(sum(1 for _, r in runs if r.status == Status.OPTIMAL)),
                      within, "-" if not gaps else f"{max(gaps):.3%}", "-" if not cert else f"≤ {max(cert):.2%}",
                      f"{sum(r.wall_s for _, r in runs):.1f}"])
     return table(rows, ["solver", "runs", "refused", "proved optimal", "within 0.1% of optimum", "worst gap",

@@ -38,6 +38,7 @@ from geotrain_opt.bounds.shape import ShapeBound
 from geotrain_opt.bounds.tiers import link_tiers
 from geotrain_opt.construct.pieces import feasible_shapes
 from geotrain_opt.decisions.choices import variants
+from geotrain_opt.problem.tolerances import PROOF_RTOL
 
 if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.problem.instance import Instance
@@ -104,6 +105,6 @@ def attach_bound(inst: "Instance", res) -> None:
                                 "shapes_by": by}
     if value < INF and res.objective_value is not None:
         # a bound above the plan is a wrong bound: kept as it is, so that the verifier sees it
-        if value <= res.objective_value * (1 + 1e-9):
+        if value <= res.objective_value * (1 + PROOF_RTOL):
             value = min(value, res.objective_value)
         res.best_bound = value if res.best_bound is None else max(res.best_bound, value)

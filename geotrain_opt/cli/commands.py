@@ -14,6 +14,7 @@ from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.io.outputs import OutputError, check_writable
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.cli.args import _SOLVER_FLAGS
+from geotrain_opt.solvers.result import Status
 
 
 
@@ -99,16 +100,15 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
     extra = {name: getattr(args, name) for name in _SOLVER_FLAGS if getattr(args, name, None) is not None}
     if extra.get("dask"):
         extra["island_backend"] = "dask"
-    if getattr(args, "solver", None):
-        solvers.check_options(args.solver, extra)    # e.g. --population given to cpsat
-    return solvers.SolveOptions(time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                                hint=hint, progress=not args.quiet, verbose=args.verbose, extra=extra)
+    # checked for the solver named (e.g. --population given to cpsat is an error)
+    return solvers.build_options(args.solver, extra, time_limit_s=args.time_limit, seed=args.seed,
+                                 workers=args.workers, hint=hint, progress=not args.quiet, verbose=args.verbose)
 
 
 def _print_result(inst: Instance, res) -> None:
     gap = "" if res.gap is None else f", gap {res.gap:.3%}"
     print(f"{res.solver}: status {res.status}{gap}, {res.wall_s:.2f} s wall")
-    if res.best_bound is not None and res.objective_value is not None and res.status != "optimal":
+    if res.best_bound is not None and res.objective_value is not None and res.status != Status.OPTIMAL:
         print(f"lower bound {res.best_bound:.6g}: the plan is at most {res.gap:.2%} from optimal")
     if res.plan is None:
         print("no plan found")
@@ -159,7 +159,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
             print(f"certified: {'true' if res.stats['certified'] else 'false'} ({c['reason']})")
         if args.out:
             print(f"wrote {args.out}")
-    if res.plan is None and res.status != "infeasible":
+    if res.plan is None and res.status != Status.INFEASIBLE:
         return 1
     if args.certify and not res.stats["certified"]:
         return 3
@@ -300,7 +300,7 @@ def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
         for s in args.solvers.split(","):
             res = pareto_front(inst, s, solvers.SolveOptions(time_limit_s=args.time_limit), points=50)
             fronts[s] = front_points(res)
-            if res.pareto and all(r.status == "optimal" for r in res.pareto):
+            if res.pareto and all(r.status == Status.OPTIMAL for r in res.pareto):
                 proven.add(s)
         return plots.pareto(inst, fronts, args.out, proven)
     p = Plan.load(args.plan) if args.plan else None

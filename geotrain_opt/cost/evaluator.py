@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from geotrain_opt.cost import objective as objmod
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.errors import PlanError
 from geotrain_opt.problem.plan import Plan
+from geotrain_opt.problem.tolerances import LIMIT_RTOL
 
 
 @dataclass
@@ -283,16 +285,14 @@ def clock_levels(inst: Instance, plan: Plan) -> np.ndarray:
 
 def limit_violations(inst: Instance, T: float, E: float, n_devices: int, cost: float | None = None,
                      carbon: float | None = None) -> list[str]:
+    """The ε-limits (and the device cap) a plan of these costs breaks, one line each."""
     obj, opt = inst.objective, inst.options
     out = []
-    if obj.max_time_s is not None and T > obj.max_time_s * (1 + 1e-12):
-        out.append(f"max_time_s: T = {T:.6g} s > {obj.max_time_s:g} s")
-    if obj.max_energy_j is not None and E > obj.max_energy_j * (1 + 1e-12):
-        out.append(f"max_energy_j: E = {E:.6g} J > {obj.max_energy_j:g} J")
-    if obj.max_cost_usd is not None and (cost or 0.0) > obj.max_cost_usd * (1 + 1e-12):
-        out.append(f"max_cost_usd: C = {cost:.6g} USD > {obj.max_cost_usd:g} USD")
-    if obj.max_carbon_g is not None and (carbon or 0.0) > obj.max_carbon_g * (1 + 1e-12):
-        out.append(f"max_carbon_g: Q = {carbon:.6g} g > {obj.max_carbon_g:g} g")
+    value = {"time": T, "energy": E, "cost": cost, "carbon": carbon}
+    for m, cap in objmod.limits(obj):
+        v = value[m.name]
+        if (v or 0.0) > cap * (1 + LIMIT_RTOL):
+            out.append(f"{m.limit}: {m.symbol} = {v:.6g} {m.unit} > {cap:g} {m.unit}")
     if opt.max_devices is not None and n_devices > opt.max_devices:
         out.append(f"max_devices: {n_devices} devices > {opt.max_devices}")
     return out
@@ -401,14 +401,9 @@ class BatchEvaluator:
     def _limits(self, T: np.ndarray, E: np.ndarray, n_dev: int, priced: dict[str, np.ndarray]) -> np.ndarray:
         obj, opt = self.inst.objective, self.inst.options
         ok = np.ones(T.shape, dtype=bool)
-        if obj.max_time_s is not None:
-            ok &= T <= obj.max_time_s * (1 + 1e-12)
-        if obj.max_energy_j is not None:
-            ok &= E <= obj.max_energy_j * (1 + 1e-12)
-        if obj.max_cost_usd is not None:
-            ok &= priced.get("cost_usd", np.zeros_like(T)) <= obj.max_cost_usd * (1 + 1e-12)
-        if obj.max_carbon_g is not None:
-            ok &= priced.get("carbon_g", np.zeros_like(T)) <= obj.max_carbon_g * (1 + 1e-12)
+        value = {"time_s": T, "energy_j": E, **priced}
+        for m, cap in objmod.limits(obj):
+            ok &= value.get(m.field, np.zeros_like(T)) <= cap * (1 + LIMIT_RTOL)
         if opt.max_devices is not None and n_dev > opt.max_devices:
             ok[:] = False
         return ok

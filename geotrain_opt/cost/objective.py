@@ -1,19 +1,37 @@
 """Objectives of formulations/model.md §4 as sort keys shared by every solver."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from geotrain_opt.problem.instance import Objective
+from geotrain_opt.problem.tolerances import TIE_RTOL  # noqa: F401  (objmod.TIE_RTOL, read by the searches)
 
-# The metrics a front may pair (formulations/model.md §4, §9): the evaluation's
-# attribute of each, and the ε-limit that caps it.
-METRIC = {"time": "time_s", "energy": "energy_j", "cost": "cost_usd", "carbon": "carbon_g"}
-LIMIT = {"time": "max_time_s", "energy": "max_energy_j", "cost": "max_cost_usd", "carbon": "max_carbon_g"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a plan (formulations/model.md §4, §9)."""
+
+    name: str       # as users name it: --objectives time,energy
+    field: str      # the attribute of an evaluation (reference or batched)
+    limit: str      # the ε-limit of the objective that caps it
+    symbol: str     # in formulas and messages
+    unit: str
+
+
+# The one table of metrics: fronts pair them, ε-limits cap them, evaluators check them
+METRICS = (Metric("time", "time_s", "max_time_s", "T", "s"), Metric("energy", "energy_j", "max_energy_j", "E", "J"),
+           Metric("cost", "cost_usd", "max_cost_usd", "C", "USD"), Metric("carbon", "carbon_g", "max_carbon_g", "Q", "g"))
+METRIC = {m.name: m.field for m in METRICS}
+LIMIT = {m.name: m.limit for m in METRICS}
 DEFAULT_FRONT = ("time", "energy")
 
-# Lexicographic tie-breaks compare primary values within this relative tolerance,
-# so that float noise between two methods does not decide a tie.
-TIE_RTOL = 1e-9
+
+def limits(obj: Objective) -> list[tuple[Metric, float]]:
+    """The ε-limits the objective sets, in table order: (metric, cap)."""
+    return [(m, getattr(obj, m.limit)) for m in METRICS if getattr(obj, m.limit) is not None]
 
 
 def primary(obj: Objective, T, E, C=None, Q=None):

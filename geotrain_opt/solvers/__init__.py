@@ -42,6 +42,26 @@ def check_options(name: str, extra: Mapping[str, Any]) -> Options | None:
     return opts
 
 
+def build_options(solver: str, extra: Mapping[str, Any] | None = None, *, options: Options | None = None,
+                  **fields: Any) -> SolveOptions:
+    """The one way a run's options are made (the API, the CLI, the benchmark harness
+    and the verifier): ``extra`` the solver's own options as the user wrote them (a
+    typed ``options`` object, e.g. ``MemeticOptions(population=60)``, under them),
+    checked here once; ``fields`` the common ones (time_limit_s, seed, workers, hint,
+    progress, verbose)."""
+    extra = dict(extra or {})
+    if options is not None:
+        if not isinstance(options, Options):
+            from geotrain_opt.errors import SolverError
+            raise SolverError(f"{solver}: options= must be a solvers.Options dataclass, got {type(options).__name__}")
+        extra = {**options.to_dict(), **extra}
+    typed = check_options(solver, extra)
+    made = SolveOptions(**fields, extra=extra)
+    if typed is not None:
+        made._typed = (made.extra, typed)
+    return made
+
+
 def options_taken(name: str, extra: Mapping[str, Any]) -> dict[str, Any]:
     """The part of ``extra`` that solver ``name`` takes (e.g. a second engine
     re-proving a claim gets the options the two engines share)."""
@@ -55,4 +75,4 @@ def options_taken(name: str, extra: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = ["AnnealingOptions", "BruteforceOptions", "CpsatOptions", "DtfmOptions", "ExactOptions", "MemeticOptions",
            "MilpOptions", "NoOptions", "Options", "SearchOptions", "SolveOptions", "SolverSpec", "check_options",
-           "get", "names", "options_taken", "register", "spec"]
+           "build_options", "get", "names", "options_taken", "register", "spec"]

@@ -7,18 +7,29 @@ algorithms, so the CLI, the benchmark harness and the verifier treat them alike.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from geotrain_opt.cost import objective as objmod
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.solvers.result import SolverResult
+from geotrain_opt.solvers.result import Status
+
+if TYPE_CHECKING:                     # pragma: no cover
+    from geotrain_opt.solvers.options import Options
+
+O = TypeVar("O", bound="Options")
 
 
 @dataclass
 class SolveOptions:
+    """What every solver is given: the budget, seed, threads and warm start, and in
+    ``extra`` its own options as the user wrote them. A solver reads those typed
+    (:meth:`typed`), never from the dict; ``solvers.build_options`` is the one way
+    the API, the CLI, the benchmark harness and the verifier make these."""
+
     time_limit_s: float = 60.0
     seed: int = 0
     workers: int = 2
@@ -27,9 +38,22 @@ class SolveOptions:
     verbose: bool = False               # the engines' own logs (CP-SAT, HiGHS, CBC) on standard error
     max_plans: int = 2_000_000          # brute force refuses larger instances
     extra: dict[str, Any] = field(default_factory=dict)
+    # (the extra it was read from, the solver's typed options): read once per solve
+    _typed: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)
+
+    def typed(self, cls: "type[O]", solver: str) -> "O":
+        """The solver's typed options (checked: a one-line SolverError on a bad one),
+        read from ``extra`` once; a copy with another ``extra`` reads its own."""
+        got = self._typed
+        if got is not None and got[0] is self.extra and isinstance(got[1], cls):
+            return got[1]
+        made = cls.parse(solver, self.extra)
+        self._typed = (self.extra, made)
+        return made
 
     def settings(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, _typed=None))
+        d.pop("_typed")
         d["hint"] = self.hint.to_dict() if self.hint else None
         return d
 
@@ -82,7 +106,7 @@ def finish(name: str, inst: Instance, opts: SolveOptions, plan: Plan | None, sta
     value = None
     if ev is not None:
         value = float(objmod.of(inst.objective, ev)[0])
-    if best_bound is not None and value is not None and status == "optimal":
+    if best_bound is not None and value is not None and status == Status.OPTIMAL:
         best_bound = min(best_bound, value)
     return SolverResult(solver=name, status=status, plan=plan, evaluation=ev,
                         objective=inst.objective.kind, objective_value=value, best_bound=best_bound,

@@ -20,6 +20,7 @@ from geotrain_opt.cost.objective import pareto_filter
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.decisions.choices import tag
 from geotrain_opt.solvers.base import SolveOptions, SolverFn
+from geotrain_opt.solvers.result import Status
 
 
 def over_choices(fn: SolverFn) -> SolverFn:
@@ -65,21 +66,21 @@ def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> Sol
     statuses = [str(res.status) for _, _, res in runs]
     first = runs[0][2]
     complete = len(runs) == len(inst.model.choices())
-    proved = complete and all(s in ("optimal", "infeasible") for s in statuses)
+    proved = complete and all(s in (Status.OPTIMAL, Status.INFEASIBLE) for s in statuses)
     if best is None:
-        status = "infeasible" if proved else "unknown"
+        status = Status.INFEASIBLE if proved else Status.UNKNOWN
     elif proved:
-        status = "optimal"
-    elif str(best[2].status) in ("optimal", "time_limit", "feasible"):
+        status = Status.OPTIMAL
+    elif str(best[2].status) in (Status.OPTIMAL, Status.TIME_LIMIT, Status.FEASIBLE):
         # an exact solver that did not prove every choice: at its limit, unless every
         # run ended before it with shapes open (formulations/model.md §5)
-        status = "time_limit" if not complete or "time_limit" in statuses else "feasible"
+        status = Status.TIME_LIMIT if not complete or Status.TIME_LIMIT in statuses else Status.FEASIBLE
     else:
         status = str(best[2].status)    # a heuristic's or a baseline's own
     # a bound holds for every plan only if every choice has one
-    bounds = [res.best_bound if res.best_bound is not None else (res.objective_value if str(res.status) == "optimal"
+    bounds = [res.best_bound if res.best_bound is not None else (res.objective_value if str(res.status) == Status.OPTIMAL
                                                                 else None)
-              for _, _, res in runs if str(res.status) != "infeasible"]
+              for _, _, res in runs if str(res.status) != Status.INFEASIBLE]
     bound = None if not complete or not bounds or any(v is None for v in bounds) else min(bounds)
     table = [{"micro_batch": b, "recompute": r, "status": str(res.status), "objective_value": res.objective_value,
               "wall_s": round(res.wall_s, 3)} for b, r, res in runs]

@@ -53,6 +53,7 @@ from geotrain_opt.solvers.base import Incumbent, SolveOptions, finish
 from geotrain_opt.solvers.baselines.rules import all_gpu_shapes
 from geotrain_opt.solvers.options import DtfmOptions
 from geotrain_opt.solvers.termination import Termination
+from geotrain_opt.solvers.result import Status
 
 POPULATION = DtfmOptions.population      # DT-FM's own settings
 OFFSPRING = DtfmOptions.offspring
@@ -359,7 +360,7 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, stop: Ca
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     term = Termination(opts.time_limit_s)
     rng = np.random.default_rng(opts.seed)
-    o = DtfmOptions.parse("dtfm", opts.extra)
+    o = opts.typed(DtfmOptions, "dtfm")
     shapes = [o.shape] if o.shape is not None else all_gpu_shapes(inst)
     inc = Incumbent(inst)
     stats: dict[str, Any] = {"shapes": []}
@@ -369,7 +370,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 break
             _search_shape(inst, o, D, P, Termination(term.deadline.remaining / (len(shapes) - i)), rng, inc, stats)
     stats["interrupted"] = term.interrupted
-    status = "heuristic" if inc.plan is not None else "unknown"
+    status = Status.HEURISTIC if inc.plan is not None else Status.UNKNOWN
     return finish("dtfm", inst, opts, inc.plan, status, term.deadline, stats=stats)
 
 

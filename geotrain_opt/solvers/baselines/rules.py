@@ -19,6 +19,7 @@ from geotrain_opt.problem.plan import Plan
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.base import Deadline, Incumbent, SolveOptions, finish
 from geotrain_opt.solvers.search.fitness import Fitness
+from geotrain_opt.solvers.result import Status
 
 
 def all_gpu_shapes(inst: Instance) -> list[tuple[int, int]]:
@@ -43,7 +44,7 @@ def _best(name: str, inst: Instance, opts: SolveOptions, candidates) -> SolverRe
         tried += 1
         if ok[0]:
             inc.offer_key(Plan.from_indices(inst.ids, grid, cuts, mb), (float(p[0]), float(s[0])), float(T[0]), float(E[0]))
-    status = "heuristic" if inc.plan is not None else "unknown"
+    status = Status.HEURISTIC if inc.plan is not None else Status.UNKNOWN
     return finish(name, inst, opts, inc.plan, status, deadline, stats={"plans_tried": tried})
 
 

@@ -20,6 +20,7 @@ from geotrain_opt.problem.plan import Plan
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.base import Deadline, SolveOptions, finish
 from geotrain_opt.solvers.options import BruteforceOptions
+from geotrain_opt.solvers.result import Status
 
 CHUNK = 100_000
 
@@ -95,14 +96,14 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     obj = inst.objective
     best_key: tuple[float, float] | None = None
     best_plan: Plan | None = None
-    status = "optimal"
+    status = Status.OPTIMAL
     front: list[tuple[float, float, Plan]] = []
-    bo = BruteforceOptions.parse("bruteforce", opts.extra)
+    bo = opts.typed(BruteforceOptions, "bruteforce")
     want_front, metrics = bo.pareto, [objmod.METRIC[m] for m in bo.front]
     for D, P in feasible_shapes(inst):
         for grid, cuts, mb, clk in enumerate_shape(inst, D, P):
             if deadline.expired:
-                status = "time_limit"
+                status = Status.TIME_LIMIT
                 break
             res = ev(grid, cuts, mb, clk)
             ok = np.flatnonzero(res.acceptable)
@@ -124,12 +125,12 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
                 r = ok[i]
                 best_plan = Plan.from_indices(inst.ids, grid[r], cuts[r], mb[r],
                                               clocks_of(inst, grid[r], None if clk is None else clk[r]))
-        if status == "time_limit":
+        if status == Status.TIME_LIMIT:
             break
-    if best_plan is None and status == "optimal":
-        status = "infeasible"
+    if best_plan is None and status == Status.OPTIMAL:
+        status = Status.INFEASIBLE
     result = finish("bruteforce", inst, opts, best_plan, status, deadline,
-                    best_bound=best_key[0] if (best_key and status == "optimal") else None,
+                    best_bound=best_key[0] if (best_key and status == Status.OPTIMAL) else None,
                     stats={"plans_evaluated": ev.plans, "plans_total": count})
     if want_front and front:
         keep = objmod.pareto_filter([(t, e) for t, e, _ in front])

@@ -34,6 +34,7 @@ from geotrain_opt.cost.stagecost import flushes, stage_memory_of
 from geotrain_opt.solvers.exact.formulation import device_classes
 from geotrain_opt.solvers.exact.numerics import ACTIVITY_BITS
 from geotrain_opt.solvers.exact.ring_orders import _best_order, _classes
+from geotrain_opt.problem.tolerances import PROOF_RTOL
 
 
 
@@ -115,8 +116,8 @@ class _GridModel:
         self.m = a.M // D
         self.S, self.q = (int(x) for x in flushes(a, self.m))
         self.unit = cutoff * 2.0 ** -(ACTIVITY_BITS - math.ceil(math.log2(2 * P + 2)))
-        # a plan below cutoff*(1-1e-9) has model value <= cap
-        self.cap = math.ceil(cutoff * (1 - 1e-9) / self.unit) - 1
+        # a plan below cutoff*(1-PROOF_RTOL) has model value <= cap
+        self.cap = math.ceil(cutoff * (1 - PROOF_RTOL) / self.unit) - 1
         self.layer_w = float(a.w_prefix[1] - a.w_prefix[0])
         layer_n = float(a.par_prefix[1] - a.par_prefix[0])
         self.N_of = [[l * layer_n + (a.emb_params if j == 0 else 0.0) + (a.head_params if j == P - 1 else 0.0)
@@ -319,14 +320,14 @@ def _search(grid: _GridModel, cutoff: float, t_end: float, workers: int, seed: i
             best, best_val = plan, value
             if value < cutoff:
                 cutoff = value
-                grid.cap = min(grid.cap, math.ceil(cutoff * (1 - 1e-9) / unit) - 1)
+                grid.cap = min(grid.cap, math.ceil(cutoff * (1 - PROOF_RTOL) / unit) - 1)
                 grid.md.add(grid.X + grid.Y <= grid.cap)
         # excluded only if no order of its rows beats the cutoff: its replicas (which no
         # order changes) and the least largest ring over the orders
-        if max(float(r) for r in ev.replica_times_s) + ring_lb < cutoff * (1 - 1e-9):
+        if max(float(r) for r in ev.replica_times_s) + ring_lb < cutoff * (1 - PROOF_RTOL):
             break
         grid.exclude(rows, lay)
     if closed:
         # nothing left below the cutoff; what was excluded is no better than best_val
-        bound = min(best_val, cutoff * (1 - 1e-9))
+        bound = min(best_val, cutoff * (1 - PROOF_RTOL))
     return GridOutcome("closed" if closed else "open", bound, best, best_val, found)

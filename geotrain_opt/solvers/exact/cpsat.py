@@ -20,6 +20,7 @@ from geotrain_opt.solvers.options import CpsatOptions
 from geotrain_opt.solvers.exact.driver import ShapeOutcome, run_model, solve_exact
 from geotrain_opt.solvers.exact.formulation import BuildSpec
 from geotrain_opt.solvers.exact.numerics import ACTIVITY_BITS, CLOSE_RTOL, SCALE_BITS
+from geotrain_opt.solvers.result import Status
 
 _EPS = 1e-9
 
@@ -151,7 +152,7 @@ def _hint(be: CpSatBackend, inst: Instance, shape: formulation.Shape, plan: Plan
 
 def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
-    if CpsatOptions.parse("cpsat", opts.extra).cpsat_search == "fixed":
+    if opts.typed(CpsatOptions, "cpsat").cpsat_search == "fixed":
         solver.parameters.search_branching = cp_model.FIXED_SEARCH
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, opts.workers)
@@ -192,21 +193,21 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
     t_end = time.perf_counter() + seconds
     best: Plan | None = None
     best_val = math.inf
-    status, bound = "unknown", None
+    status, bound = Status.UNKNOWN, None
     for _ in range(MAX_EXCLUSIONS + 1):
         left = t_end - time.perf_counter()
         if left <= 0:
-            status = "feasible" if best is not None else "unknown"
+            status = Status.FEASIBLE if best is not None else Status.UNKNOWN
             break
         solver = _configured_solver(opts, left)
         st = solver.solve(be.m)
         if st == cp_model.INFEASIBLE:
             # nothing (left) whose true value beats the cutoff or the best plan: closed
-            status = "optimal" if best is not None else "infeasible"
+            status = Status.OPTIMAL if best is not None else Status.INFEASIBLE
             bound = best_val if best is not None else None
             break
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            status = "feasible" if best is not None else "unknown"
+            status = Status.FEASIBLE if best is not None else Status.UNKNOWN
             break
         model_bound = solver.best_objective_bound * be.obj_unit
         plan = formulation.read_solution(inst, shape, solver.value)
@@ -217,10 +218,10 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
             best, best_val = plan, val
         bound = min(model_bound, best_val)
         if st == cp_model.OPTIMAL and model_bound >= best_val * (1 - CLOSE_RTOL):
-            status = "optimal"
+            status = Status.OPTIMAL
             break
         if st == cp_model.FEASIBLE:          # stopped by the time limit
-            status = "feasible" if best is not None else "unknown"
+            status = Status.FEASIBLE if best is not None else Status.UNKNOWN
             break
         # the model ranks this plan first only up to its rounding: forbid it and ask
         # for a plan whose true value beats the best one
@@ -233,7 +234,7 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
             be.cap_objective(best_val * (1 - CLOSE_RTOL))
         be.m.clear_hints()
     else:
-        status = "feasible" if best is not None else "unknown"
+        status = Status.FEASIBLE if best is not None else Status.UNKNOWN
     return ShapeOutcome(status, best, bound)
 
 

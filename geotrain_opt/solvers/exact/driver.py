@@ -26,6 +26,9 @@ from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.exact import class_grid, formulation
 from geotrain_opt.solvers.base import Deadline, Incumbent, SolveOptions, finish
 from geotrain_opt.decisions.choices import tag, variants
+from geotrain_opt.solvers.result import Status
+from geotrain_opt.problem.tolerances import OPTIMUM_RTOL, PROOF_RTOL
+from geotrain_opt.solvers.budget import BOUNDS_SHARE, CONSTRUCTIVE_SHARE, GRID_SHARE, POLISH_SHARE
 
 # The CP-SAT model counts time in units of T_ref * 2^-RES_BITS (likewise energy):
 # with activities below 2^40 this balances the resolution of a time (2^-20) against
@@ -37,9 +40,6 @@ RES_BITS = 20
 # the 10- and 12-GPU scaling instances (8 s -> 120 s, measured); these three are
 # the measured configuration of formulations/exact.md §6.
 EXACT_SEEDS = ("fastest-first", "region-packed", "memory-aware")
-# Share of an open shape's time slice for the class-grid relaxation (CP-SAT only,
-# formulations/exact.md §9); the shape's own model gets the rest.
-GRID_SHARE = 0.75
 
 
 class ShapeOutcome:
@@ -94,7 +94,7 @@ def _constructive(inst: Instance, shapes, deadline: Deadline) -> tuple[dict, lis
     ev = BatchEvaluator(inst)
     best: dict[tuple[int, int], float] = {}
     plans = []
-    share = 0.2 * deadline.seconds
+    share = CONSTRUCTIVE_SHARE * deadline.seconds
     for D, P in shapes:
         if deadline.elapsed > share:
             break
@@ -151,7 +151,7 @@ def _run_bounded(run: Runner, inst: Instance, D: int, P: int, spec: formulation.
 def solve_exact(name: str, inst: Instance, opts: SolveOptions, run: Runner) -> SolverResult:
     """Prove the optimum over every shape with back end ``run`` (CP-SAT or the MILP)."""
     from geotrain_opt.solvers import spec  # the engine's own options class (CpsatOptions, MilpOptions): checked here
-    options = spec(name).options.parse(name, opts.extra)
+    options = opts.typed(spec(name).options, name)
     if inst.has_choices and options.choice_search == "separate":
         # one whole solve per (micro_batch, recompute) on a share of the time (to compare)
         from geotrain_opt.solvers.choices import over_choices
@@ -195,8 +195,8 @@ class ExactDriver:
         # shapes left open before the limit ran out (a model whose rounding ranks many
         # near-equal plans first, §5): "feasible", not a time limit that was not reached
         ran_out = self.deadline.remaining <= max(0.5, 0.01 * self.deadline.seconds)
-        status = ("time_limit" if ran_out else "feasible") if self.open_shapes else "optimal"
-        tie_break = self.tie_break() if status == "optimal" else "not needed"
+        status = (Status.TIME_LIMIT if ran_out else Status.FEASIBLE) if self.open_shapes else Status.OPTIMAL
+        tie_break = self.tie_break() if status == Status.OPTIMAL else "not needed"
         return self.result(status, tie_break)
 
     def bound_shapes(self) -> None:
@@ -206,7 +206,7 @@ class ExactDriver:
         self.sbound = {}
 
         def late() -> bool:
-            return self.deadline.elapsed > 0.25 * self.deadline.seconds
+            return self.deadline.elapsed > BOUNDS_SHARE * self.deadline.seconds
         for c, v in enumerate(self.at):
             mine = [sh[1:] for sh in shapes if sh[0] == c]
             self.sbound.update({(c, *sh): b for sh, b in shape_bounds(v, mine, stop=late).items()})
@@ -240,7 +240,7 @@ class ExactDriver:
         # promising shapes first: their optima become cutoffs that prune the rest
         shapes.sort(key=lambda s: (self.shape_guess.get(s, float("inf")), s[1] * s[2], s[0]))
         for c, v in enumerate(self.at):
-            for _val, (D, P), p in _polished(v, [sh[1:] for sh in shapes if sh[0] == c], deadline, 0.1 / len(self.at)):
+            for _val, (D, P), p in _polished(v, [sh[1:] for sh in shapes if sh[0] == c], deadline, POLISH_SHARE / len(self.at)):
                 self.offer((c, D, P), p)
         if self.grid_on:
             # the class grid finds plans of a shape as it closes it: the shape of the best
@@ -294,7 +294,7 @@ class ExactDriver:
             return
         seconds = max(0.0, seconds - (time.perf_counter() - t_grid))
         inc = self.inc
-        cutoff = inc.key[0] * (1 + 1e-9) if inc.key else None
+        cutoff = inc.key[0] * (1 + PROOF_RTOL) if inc.key else None
         t0 = time.perf_counter()
         out = _run_bounded(self.run, self.at[c], D, P, self.units.but(cutoff=cutoff), seconds, self.opts,
                            self.own(c, inc.plan))
@@ -303,13 +303,13 @@ class ExactDriver:
                          "bound": self.sbound[sh].value})
         if self.opts.progress:      # one line per shape on stderr: long proofs show where they are
             best = f"{inc.key[0]:.6g}" if inc.key else "-"
-            what = "no better plan" if out.status == "infeasible" and cutoff is not None else out.status
+            what = "no better plan" if out.status == Status.INFEASIBLE and cutoff is not None else out.status
             at_c = f" at b={self.chosen[c][0]}, {self.chosen[c][1]}" if self.inst.has_choices else ""
             print(f"{self.name}: shape {D}x{P}{at_c}: {what} ({len(self.log)} solved, "
                   f"{self.deadline.elapsed:.1f} s, best {best})", file=sys.stderr, flush=True)
         if out.plan is not None:
             self.offer(sh, out.plan)
-        if out.status in ("feasible", "unknown"):
+        if out.status in (Status.FEASIBLE, Status.UNKNOWN):
             # the model's bound, but never below the shape's own bound (bounds) or the
             # class grid's
             floor = max(self.shape_floor(sh), self.grid_bound.get(sh, 0.0))
@@ -356,7 +356,7 @@ class ExactDriver:
         tie_end = deadline.elapsed + max(2.0, 0.5 * deadline.elapsed)
         tie_break = "done"
         for (c, D, P), v in self.shape_values.items():
-            if v > inc.key[0] * (1 + 1e-6):
+            if v > inc.key[0] * (1 + OPTIMUM_RTOL):
                 continue
             budget = min(deadline.remaining, tie_end - deadline.elapsed)
             if budget <= 0:
@@ -364,17 +364,17 @@ class ExactDriver:
             # the cap must admit the optimal plan despite the integer model's over-estimate
             tie_inst = self.at[c]
             if obj.kind == "time":
-                cap = units.but(objective=tie_kind, time_cap=inc.key[0] * (1 + 1e-9))
+                cap = units.but(objective=tie_kind, time_cap=inc.key[0] * (1 + PROOF_RTOL))
             elif obj.kind == "energy":
-                cap = units.but(objective=tie_kind, energy_cap=inc.key[0] * (1 + 1e-6))
+                cap = units.but(objective=tie_kind, energy_cap=inc.key[0] * (1 + OPTIMUM_RTOL))
             else:       # dollars or grams capped at the optimum as the instance's own limit
                 cap = units.but(objective=tie_kind)
                 limit = "max_cost_usd" if obj.kind == "cost" else "max_carbon_g"
-                tie_inst = tie_inst.with_options(**{limit: min(inc.key[0] * (1 + 1e-6),
+                tie_inst = tie_inst.with_options(**{limit: min(inc.key[0] * (1 + OPTIMUM_RTOL),
                                                                getattr(obj, limit) or float("inf"))})
             # no hint: a hint the capped model rejects slows CP-SAT down by orders of magnitude
             out = _run_bounded(self.run, tie_inst, D, P, cap, budget, self.opts, None)
-            if out.status not in ("optimal", "infeasible"):
+            if out.status not in (Status.OPTIMAL, Status.INFEASIBLE):
                 tie_break = "time limit"
             if out.plan is not None:
                 plan = self.tagged(c, out.plan)
@@ -386,9 +386,9 @@ class ExactDriver:
     def result(self, status: str, tie_break: str) -> SolverResult:
         inst, inc = self.inst, self.inc
         if inc.plan is None:
-            status = "infeasible" if status == "optimal" else "unknown"
+            status = Status.INFEASIBLE if status == Status.OPTIMAL else Status.UNKNOWN
         value = inc.key[0] if inc.key else None
-        if status in ("optimal", "infeasible"):
+        if status in (Status.OPTIMAL, Status.INFEASIBLE):
             bound = value
         else:
             bound = min(list(self.open_shapes.values()) + ([value] if value is not None else []), default=None)
@@ -428,10 +428,10 @@ class ExactDriver:
         return max(self.sbound[sh].value, self.floors[sh[0]])
 
     def reached(self, sh: Shape3) -> bool:
-        """The shape's bound is at the incumbent (to 1e-9): none of its plans is better.
+        """The shape's bound is at the incumbent (to PROOF_RTOL): none of its plans is better.
         An exact bound (the joint cut of §8 is exact for some plans) closes its shape."""
         inc = self.inc
-        return bool(inc.key) and max(self.sbound[sh].value, self.grid_bound.get(sh, 0.0)) >= inc.key[0] * (1 - 1e-9)
+        return bool(inc.key) and max(self.sbound[sh].value, self.grid_bound.get(sh, 0.0)) >= inc.key[0] * (1 - PROOF_RTOL)
 
     def offer(self, sh: Shape3, plan: Plan) -> None:
         """A plan of shape ``sh`` (at its choice's instance) to the incumbent."""

@@ -21,7 +21,8 @@ from geotrain_opt.solvers.exact.classes import (_device_classes, class_twins, de
                                                 interchangeable_classes, unit_order)
 from geotrain_opt.solvers.exact.readback import canonical_grid, hint_values, read_plan, read_solution
 from geotrain_opt.solvers.exact.rows import _Model
-from geotrain_opt.solvers.exact.spec import LIMIT_MARGIN, Backend, BuildSpec, BuildTimeout, Shape, Terms
+from geotrain_opt.problem.tolerances import LIMIT_MARGIN
+from geotrain_opt.solvers.exact.spec import Backend, BuildSpec, BuildTimeout, Shape, Terms
 
 __all__ = ["LIMIT_MARGIN", "Backend", "BuildSpec", "BuildTimeout", "Shape", "Terms", "_device_classes", "build",
            "canonical_grid", "class_twins", "device_classes", "hint_values", "interchangeable_classes", "read_plan",

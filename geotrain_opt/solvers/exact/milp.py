@@ -18,6 +18,7 @@ from geotrain_opt.solvers.base import SolveOptions
 from geotrain_opt.solvers.options import MilpOptions
 from geotrain_opt.solvers.exact.driver import RES_BITS, ShapeOutcome, run_model, solve_exact
 from geotrain_opt.solvers.exact.formulation import BuildSpec
+from geotrain_opt.solvers.result import Status
 
 
 class PulpBackend:
@@ -113,7 +114,7 @@ def available_backends() -> list[str]:
 def backend_name(opts: SolveOptions) -> str:
     """``milp_solver`` option: auto (HiGHS where installed, else CBC), highs, cbc, or
     the name of any other engine PuLP finds installed (``pulp.listSolvers``)."""
-    name = MilpOptions.parse("milp", opts.extra).milp_solver
+    name = opts.typed(MilpOptions, "milp").milp_solver
     if name == "auto":
         return "highs" if _highs_available() else "cbc"
     if name.lower() in ("highs", "cbc"):
@@ -173,14 +174,14 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
     if has_sol:
         plan = formulation.read_solution(inst, shape, lambda v: v.value() or 0.0)
     if status_txt == "Optimal" and sol == pulp.LpSolutionOptimal:
-        status = "optimal"
+        status = Status.OPTIMAL
     elif status_txt == "Infeasible":
-        status = "infeasible"
+        status = Status.INFEASIBLE
     elif has_sol:
-        status = "feasible"
+        status = Status.FEASIBLE
     else:
-        status = "unknown"
-    bound = pulp.value(be.m.objective) * be.obj_unit if status == "optimal" else None
+        status = Status.UNKNOWN
+    bound = pulp.value(be.m.objective) * be.obj_unit if status == Status.OPTIMAL else None
     return ShapeOutcome(status, plan, bound)
 
 

@@ -7,11 +7,10 @@ from typing import Any, Callable, Protocol
 
 
 
+
 Terms = list[tuple[float, Any]]
 
 
-# ε-limits are stated this much (relative) inside their value; see formulations/exact.md §5
-LIMIT_MARGIN = 1e-6
 
 
 class Backend(Protocol):

@@ -21,12 +21,13 @@ from geotrain_opt.solvers.search.memetic.encoding import Genome
 from geotrain_opt.solvers.search.memetic.operators import MUTATIONS, mutation_names
 from geotrain_opt.solvers.options import AnnealingOptions
 from geotrain_opt.solvers.termination import Termination
+from geotrain_opt.solvers.result import Status
 
 T_START, T_END = 0.05, 1e-4
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    o = AnnealingOptions.parse("simulated-annealing", opts.extra)
+    o = opts.typed(AnnealingOptions, "simulated-annealing")
     term = Termination(opts.time_limit_s, o.max_evaluations, lambda: fit.evaluations)
     deadline = term.deadline
     rng = np.random.default_rng(opts.seed)
@@ -62,6 +63,6 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             steps += 1
     if cur.feasible:
         inc.offer_key(cur.to_plan(inst), cur.key, *cur.te)
-    status = "heuristic" if inc.plan is not None else "unknown"
+    status = Status.HEURISTIC if inc.plan is not None else Status.UNKNOWN
     return finish("simulated-annealing", inst, opts, inc.plan, status, deadline,
                   stats={"evaluations": fit.evaluations, "steps": steps, "interrupted": term.interrupted})

@@ -48,14 +48,10 @@ class Fitness:
             cap = self.ev.a.mem_cap[grids]
             over = np.maximum(res.memory / cap - 1.0, 0.0).max(axis=(1, 2))
             lim = 0.0
-            if self.obj.max_time_s is not None:
-                lim = lim + np.maximum(T / self.obj.max_time_s - 1.0, 0.0)
-            if self.obj.max_energy_j is not None:
-                lim = lim + np.maximum(E / self.obj.max_energy_j - 1.0, 0.0)
-            if self.obj.max_cost_usd is not None and res.cost_usd is not None:
-                lim = lim + np.maximum(res.cost_usd / self.obj.max_cost_usd - 1.0, 0.0)
-            if self.obj.max_carbon_g is not None and res.carbon_g is not None:
-                lim = lim + np.maximum(res.carbon_g / self.obj.max_carbon_g - 1.0, 0.0)
+            for m, cap in objmod.limits(self.obj):        # how far past each ε-limit
+                v = getattr(res, m.field)
+                if v is not None:
+                    lim = lim + np.maximum(v / cap - 1.0, 0.0)
             bad = ~ok
             p = np.where(bad, PENALTY * (1.0 + over + lim) + p, p)
         if self.front != ("time_s", "energy_j"):

@@ -16,10 +16,11 @@ from geotrain_opt.solvers.search.fitness import Fitness
 from geotrain_opt.solvers.search.memetic.encoding import default_split
 from geotrain_opt.solvers.options import SearchOptions
 from geotrain_opt.solvers.termination import Termination
+from geotrain_opt.solvers.result import Status
 
 
 def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
-    o = SearchOptions.parse("random-search", opts.extra)
+    o = opts.typed(SearchOptions, "random-search")
     budget = o.max_evaluations
     term = Termination(opts.time_limit_s, budget, lambda: fit.evaluations)
     rng = np.random.default_rng(opts.seed)
@@ -30,7 +31,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     with term.guard():
         while shapes and not term():
             _draw(inst, fit, inc, shapes, rng, batch, budget)
-    status = "heuristic" if inc.plan is not None else "unknown"
+    status = Status.HEURISTIC if inc.plan is not None else Status.UNKNOWN
     return finish("random-search", inst, opts, inc.plan, status, term.deadline,
                   stats={"evaluations": fit.evaluations, "interrupted": term.interrupted})
 

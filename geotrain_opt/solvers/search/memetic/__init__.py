@@ -25,7 +25,7 @@ from geotrain_opt.solvers.search.memetic.run import MemeticRun
 def solve(inst: Instance, opts: SolveOptions, name: str = "memetic") -> SolverResult:
     """The memetic algorithm; with ``choice_search="separate"`` one run per micro-batch
     size and recomputation (§11) instead of the choice gene (to compare the two)."""
-    if inst.has_choices and MemeticOptions.parse(name, opts.extra).choice_search == "separate":
+    if inst.has_choices and opts.typed(MemeticOptions, name).choice_search == "separate":
         from geotrain_opt.solvers.choices import over_choices
         return over_choices(partial(_solve, name=name))(inst, opts)
     return _solve(inst, opts, name)

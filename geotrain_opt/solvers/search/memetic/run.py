@@ -26,6 +26,8 @@ from geotrain_opt.solvers.search.memetic.evolver import _Island
 from geotrain_opt.solvers.search.memetic.islands import _IslandPool
 from geotrain_opt.solvers.search.memetic.parallel import _Parallel
 from geotrain_opt.solvers.search.memetic.toolbox import _set_fitness, build_toolbox, choice_shapes
+from geotrain_opt.solvers.budget import SEED_SOLVER_SHARE, SITE_SHARE
+from geotrain_opt.solvers.result import Status
 
 
 
@@ -46,7 +48,7 @@ class MemeticRun:
 
     def __init__(self, inst: Instance, opts: SolveOptions, name: str = "memetic") -> None:
         self.inst, self.opts, self.name = inst, opts, name
-        o = self.options = MemeticOptions.parse(name, opts.extra)
+        o = self.options = opts.typed(MemeticOptions, name)
         self.fit = Fitness(inst, o.front)
         self.stop = Termination(opts.time_limit_s, o.max_evaluations, lambda: self.fit.evaluations, o.generations)
         self.rng = np.random.default_rng(opts.seed)
@@ -119,7 +121,7 @@ class MemeticRun:
                     seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
             for name in o.seed_solvers:    # baseline plans as seeds, on a share of the time
                 from geotrain_opt.solvers import get as _get
-                share = SolveOptions(time_limit_s=max(0.5, 0.1 * opts.time_limit_s), seed=opts.seed, workers=1)
+                share = SolveOptions(time_limit_s=max(0.5, SEED_SOLVER_SHARE * opts.time_limit_s), seed=opts.seed, workers=1)
                 r = _get(name)(inst, share)
                 if r.plan is not None:
                     seeds.append(Genome.from_plan(inst, r.plan))
@@ -271,7 +273,7 @@ class MemeticRun:
             history=list(zip(*log.select(*log.header)))[-200:])
         if self.n_islands > 1:
             stats["island_backend"] = self.backend
-        status = "heuristic" if plan is not None else "unknown"
+        status = Status.HEURISTIC if plan is not None else Status.UNKNOWN
         res = finish(self.name, inst, opts, plan, status, stop.deadline, stats=stats)
         if o.pareto:
             self.front.update([g for isl in self.islands for g in isl.pop if g.feasible])
@@ -300,4 +302,3 @@ COMPONENT_SEEDS = 6     # plans inside fast components that join generation 0
 SITE_SHAPES = 2         # shapes whose quick ring-per-site plan is best, tried again in full (and kept)
 
 
-SITE_SHARE = 0.4        # share of the budget after which no ring-per-site seed is started
