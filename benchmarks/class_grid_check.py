@@ -1,4 +1,4 @@
-"""Differential check of the class-grid relaxation (formulations/exact.md §9) beyond
+"""Differential check of the class-grid relaxation (formulations/proofs.md §9) beyond
 brute force: CP-SAT with it (the default) against the MILP, which never runs it, on
 generated clusters whose devices form classes (time objective, uniform split). Not
 a test; prints a Markdown table and the disagreements (must be 0).

@@ -11,7 +11,7 @@ GPUs, GPT-2 medium/large or GPT-3 XL, 8 micro-batches); ``--files``: instance
 files (e.g. DT-FM's 64-GPU scenarios); 2 solver threads. Prints a Markdown table:
 model (per device or per class), units, wall time, status, the gap at the limit,
 the plan's T, how many shapes the bounds closed without a model, and how many the
-class-grid relaxation closed (CP-SAT; formulations/exact.md §9).
+class-grid relaxation closed (CP-SAT; formulations/proofs.md §9).
 ``--gap``: generated ``geo`` instances, the memetic plan after the time limit,
 the instance's lower bound (geotrain_opt/bounds/) and the certified gap.
 """

@@ -1,6 +1,6 @@
 """Where an instance's certified gap lies: for each shape whose bound is below the
 best plan known, the best plan the layouts by site build on that shape alone
-against the shape's bound (formulations/exact.md §6, "Where the gap lies").
+against the shape's bound (formulations/campaigns.md §6, "Where the gap lies").
 
     python benchmarks/open_shapes.py instances/real/dtfm-5-worldwide-geo.yaml [--best 30.8735]
 

@@ -1,4 +1,4 @@
-"""The class-grid relaxation (formulations/exact.md §9): its ring bottlenecks against
+"""The class-grid relaxation (formulations/proofs.md §9): its ring bottlenecks against
 brute force over walks, its verdicts against the brute-force optimum of every shape
 of small class-structured clusters, and the exact driver with it on and off."""
 from __future__ import annotations
@@ -157,7 +157,7 @@ CASE5_OPTIMUM = 30.78635896526674      # benchmarks/results/dtfm-5-proof.json
 
 def test_case5_shape_8x5_has_no_plan_below_the_optimum():
     """DT-FM Case 5: the 8x5 shape, one of the six its bounds left open (bound 30.68 s),
-    holds no plan faster than the optimum (a few seconds; exact.md §9)."""
+    holds no plan faster than the optimum (a few seconds; proofs.md §9)."""
     inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
     out = class_grid.solve_shape(inst, 8, 5, CASE5_OPTIMUM, 120.0)
     assert out.status == "closed" and out.plan is None

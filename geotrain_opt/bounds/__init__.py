@@ -1,7 +1,7 @@
 """Lower bounds on the objective of every plan of a shape (D, P), and of the instance.
 
 Each bound relaxes the cost model of formulations/model.md §3 in a way a reader
-can check in a line (formulations/exact.md §8 states them with proofs):
+can check in a line (formulations/proofs.md §8 states them with proofs):
 
 
 - ``memory``: the stage that needs the most memory under the best cut still

@@ -1,4 +1,4 @@
-"""The merge tier's cases (formulations/exact.md §8): the plan's D P devices lie in
+"""The merge tier's cases (formulations/proofs.md §8): the plan's D P devices lie in
 one component of the least tier t that holds them all and span two components of
 tier t-1, so some replica or ring (or every one) crosses between those "sites". Each
 case names who crosses and how often, and bounds the plan with one cut for the
@@ -50,7 +50,7 @@ class MergeCases:
         rings cross. (b) No replica is whole: every replica has a slow link, and
         r whole rings spread over c sites make every replica cross c - 1 times.
         Each sub-case: one cut for the period and the crossing rings' heaviest
-        stage, the whole rings' stages free (formulations/exact.md §8). Returns
+        stage, the whole rings' stages free (formulations/proofs.md §8). Returns
         ``floor`` as soon as a sub-case shows it cannot do better than that."""
         coef, lat = self.cring * z, ring_big - self.cring * self.N_big * z
         sizes = np.sort(mt.sizes[t - 1])[::-1]

@@ -1,7 +1,7 @@
 """The bound of one shape (D, P): its constants (micro-batches of the busiest and the
 lightest replica, the ring's coefficient, the heaviest stage) and the bounds by
 compute, by tiers, by sorted tiers and by the merge tier (merge.py), the largest of
-which holds (formulations/exact.md §8)."""
+which holds (formulations/proofs.md §8)."""
 from __future__ import annotations
 
 import itertools

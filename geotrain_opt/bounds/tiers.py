@@ -1,7 +1,7 @@
 """The network as tiers: connected components of the graph of links no slower than
 each distinct bandwidth (or hop time), and the components of lower tiers inside one
 component of a higher tier. The bounds and the constructive seeds inside fast
-components both read them (formulations/exact.md §8)."""
+components both read them (formulations/proofs.md §8)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -276,7 +276,7 @@ def regions(n: int, seed: int) -> dict[str, Any]:
     single-GPU machines (at most ``n`` in all), one GPU type but for an occasional
     slower one, a ring inside a region at a few Gbit/s and every pair of regions
     with its own WAN link. Plans that take every device fill every region, so the
-    site-order and whole-site bounds decide (formulations/exact.md §8); small
+    site-order and whole-site bounds decide (formulations/proofs.md §8); small
     enough for brute force on every shape (benchmarks/bound_validity.py --regions)."""
     rng = np.random.default_rng((seed, 3))
     k = 3 + seed % 2

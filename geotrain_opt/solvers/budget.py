@@ -1,7 +1,7 @@
 """How a solver shares its time limit among its phases, named once. Each share is a
 fraction of the whole limit (or of a shape's slice), so a run of any length keeps
 the same proportions; the values are the measured configuration of
-formulations/exact.md §6 and of the memetic seeding."""
+formulations/campaigns.md §6 and of the memetic seeding."""
 
 # ---- the exact driver (solvers/exact/driver.py)
 # the shapes' bounds: past this share, shapes not reached keep the trivial bound 0
@@ -10,7 +10,7 @@ BOUNDS_SHARE = 0.25
 CONSTRUCTIVE_SHARE = 0.2
 # polished constructive plans (cuts hill-climbed, layouts by site), over all choices
 POLISH_SHARE = 0.1
-# of an open shape's slice, the class-grid relaxation (CP-SAT only, exact.md §9); the
+# of an open shape's slice, the class-grid relaxation (CP-SAT only, proofs.md §9); the
 # shape's own model gets the rest
 GRID_SHARE = 0.75
 

@@ -172,7 +172,7 @@ class ExactOptions(ChoiceOptions):
 @dataclass(frozen=True)
 class CpsatOptions(ExactOptions):
     cpsat_search: str = option("fixed", "CP-SAT's branching: the model's fixed order, or its own portfolio", choices=("fixed", "auto"))
-    class_grid: str = option("auto", "before each open shape's model, the class-grid relaxation (exact.md §9: "
+    class_grid: str = option("auto", "before each open shape's model, the class-grid relaxation (proofs.md §9: "
                                      "rows of device classes, ring order free), where it applies; off: never",
                              choices=("auto", "off"))
 

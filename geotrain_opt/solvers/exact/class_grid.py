@@ -1,4 +1,4 @@
-"""The class-grid relaxation of one shape (formulations/exact.md §9): a bound and
+"""The class-grid relaxation of one shape (formulations/proofs.md §9): a bound and
 plans for instances whose devices fall into few classes, by CP-SAT.
 
 A plan of shape (D, P) assigns a device to each of the D x P slots; where devices
@@ -89,7 +89,7 @@ def not_applicable(inst: Instance, D: int) -> str | None:
 def solve_shape(inst: Instance, D: int, P: int, cutoff: float, seconds: float, workers: int = 2,
                 seed: int = 0, log=None) -> GridOutcome:
     """Plans of shape (D, P) faster than ``cutoff`` seconds: the best one found and
-    whether none is left (formulations/exact.md §9)."""
+    whether none is left (formulations/proofs.md §9)."""
     why = not_applicable(inst, D)
     if why is not None:
         return GridOutcome("not_applicable", None, None, reason=why)

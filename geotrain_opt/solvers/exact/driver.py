@@ -38,7 +38,7 @@ RES_BITS = 20
 # Deliberately not every constructor: with the site-structured ones added, the
 # incumbent's units and the shape order changed and HiGHS stalled on one shape of
 # the 10- and 12-GPU scaling instances (8 s -> 120 s, measured); these three are
-# the measured configuration of formulations/exact.md §6.
+# the measured configuration of formulations/campaigns.md §6.
 EXACT_SEEDS = ("fastest-first", "region-packed", "memory-aware")
 
 
@@ -112,7 +112,7 @@ def _polished(inst: Instance, shapes, deadline: Deadline, share: float) -> list[
     """Every constructor's plan of each shape (promising shapes first), its cuts
     hill-climbed (heuristics.polish_cuts), on at most ``share`` of the time limit.
     A better incumbent closes more shapes by their bound: on DT-FM Case 2 the
-    node-mixed plan with polished cuts reaches its shape's bound (exact.md §8);
+    node-mixed plan with polished cuts reaches its shape's bound (proofs.md §8);
     with the layouts by site (``site_plans``: a ring per site, stages of close
     sites paired, and a replica per site) Case 5's and 5-2's incumbents start at
     30.8735 s and 31.2459 s (the class grid then finds the optima, 30.7864 s and
@@ -282,7 +282,7 @@ class ExactDriver:
         c, D, P = sh
         if self.reached(sh):
             # its bound reaches the best plan: no plan of it is better, no model needed
-            # (formulations/exact.md §8)
+            # (formulations/proofs.md §8)
             by_grid = self.grid_bound.get(sh, 0.0) > self.sbound[sh].value
             self.log.append({**self.where(c), "D": D, "P": P, "status": "closed",
                              "by": "class grid" if by_grid else self.sbound[sh].by,
@@ -318,7 +318,7 @@ class ExactDriver:
             self.open_shapes.pop(sh, None)
 
     def relax(self, sh: Shape3, seconds: float) -> bool:
-        """The class-grid relaxation of the shape (formulations/exact.md §9): its plans
+        """The class-grid relaxation of the shape (formulations/proofs.md §9): its plans
         become incumbents, and it closes the shape when no plan of it beats the best."""
         c, D, P = sh
         inc = self.inc

@@ -1,4 +1,4 @@
-"""Rings over device classes (formulations/exact.md §9): the least bottleneck of a
+"""Rings over device classes (formulations/proofs.md §9): the least bottleneck of a
 closed walk over a column's classes (what the class grid charges a ring), and the
 ring order that costs least for a solution's rows (every order, a CP-SAT circuit,
 or a descent), with a bound over all orders."""
