@@ -197,9 +197,9 @@ def test_progress_goes_to_stderr(tmp_path):
 # --------------------------------------------------------------------- schemas
 def test_schema_files_are_current_and_bundled_files_conform():
     import yaml
-    from geotrain_opt.problem.schema import DIR, SCHEMAS, render, schema_errors
+    from geotrain_opt.io.schema import DIR, SCHEMAS, render, schema_errors
     for kind in SCHEMAS:
-        assert (DIR / f"{kind}.schema.json").read_text() == render(kind), f"run python -m geotrain_opt.problem.schema --write"
+        assert (DIR / f"{kind}.schema.json").read_text() == render(kind), f"run python -m geotrain_opt.io.schema --write"
     files = sorted(INSTANCES.rglob("*.yaml"))
     assert len(files) >= 40
     for p in files:
@@ -219,7 +219,7 @@ def test_schema_and_reader_reject_the_same_faults(tmp_path, path, value, where):
 
     import yaml
     from geotrain_opt.problem.instance import instance_from_dict
-    from geotrain_opt.problem.schema import schema_errors
+    from geotrain_opt.io.schema import schema_errors
     d = copy.deepcopy(yaml.safe_load(DEMO.read_text()))
     node = d
     for key in path[:-1]:

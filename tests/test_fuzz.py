@@ -187,7 +187,7 @@ def test_non_utf8_deep_nesting_duplicates_and_nulls(tmp_path):
 
 def test_output_write_failure_keeps_the_plan(tmp_path, monkeypatch):
     """If the result cannot be written after all, it is printed whole, then one error line."""
-    from geotrain_opt.io import outputs
+    from geotrain_opt.common import outputs
     def refuse(*a, **k):
         raise outputs.OutputError("--out: cannot write r.json: disk full")
     monkeypatch.setattr(outputs, "write_text", refuse)

@@ -60,7 +60,7 @@ def test_time_limit_honoured():
 
 
 def test_interrupt_returns_best_so_far(monkeypatch):
-    import geotrain_opt.solvers.search.memetic as mm
+    import geotrain_opt.solvers.search.memetic.toolbox as mm      # where the toolbox takes it from
     inst = load_instance(INSTANCES / "demo-8gpu.yaml")
     calls = {"n": 0}
     real = mm.local_search

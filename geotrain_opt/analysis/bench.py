@@ -111,7 +111,7 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
     from geotrain_opt import solvers
     from geotrain_opt.problem.instance import load_instance
     t = time.perf_counter()
-    from geotrain_opt.io.provenance import provenance
+    from geotrain_opt.common.provenance import provenance
     head = {"key": job.key, "instance": job.instance, "instance_hash": job.digest, "solver": job.solver,
             "label": job.label or job.solver, "seed": job.seed, "time_limit_s": job.time_limit,
             "extra": json.loads(job.extra)}

@@ -206,7 +206,7 @@ def verify_paths(paths: list[Path], names: list[str], time_limit_s: float, seed:
 
 
 def write_reports(vers: list[Verification], md: str | None, js: str | None) -> None:
-    from geotrain_opt.io.outputs import write_text
+    from geotrain_opt.common.outputs import write_text
     if md:
         write_text(md, render(vers), "--report")
     if js:

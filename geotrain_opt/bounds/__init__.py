@@ -23,9 +23,10 @@ All are cheap (numpy over the tiers), so the exact driver prunes shapes with the
 before building a model, and every solver reports the instance's bound, the least
 over its shapes, with the gap of its plan to it.
 
-Layout: ``knobs`` (search budgets), ``tiers`` (link-graph components), ``cuts`` (the
-per-instance cut problems, :class:`ShapeBounds`), ``shape`` (one shape's bound),
-``merge`` (the merge tier's cases); this module: every shape, the instance, a result.
+Layout: ``knobs`` (search budgets), ``cuts`` (the per-instance cut problems,
+:class:`ShapeBounds`), ``shape`` (one shape's bound), ``merge`` (the merge tier's
+cases); the network's tiers are ``problem/tiers.py`` (the constructive seeds read
+them too); this module: every shape, the instance, a result.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Callable
 from geotrain_opt.bounds.cuts import ShapeBounds
 from geotrain_opt.bounds.knobs import INF
 from geotrain_opt.bounds.shape import ShapeBound
-from geotrain_opt.bounds.tiers import link_tiers
+from geotrain_opt.problem.tiers import link_tiers
 from geotrain_opt.construct.pieces import feasible_shapes
 from geotrain_opt.decisions.choices import variants
 from geotrain_opt.problem.tolerances import PROOF_RTOL

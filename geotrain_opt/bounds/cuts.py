@@ -11,7 +11,7 @@ import numpy as np
 
 from geotrain_opt.bounds.knobs import INF, SLOW_PLACES
 from geotrain_opt.bounds.shape import ShapeBound, bound_shape
-from geotrain_opt.bounds.tiers import _Inside, _speeds_by_label, _Tiers, link_tiers
+from geotrain_opt.problem.tiers import _Inside, _speeds_by_label, _Tiers, link_tiers
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.decisions.clocks import least_j_per_flop
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from geotrain_opt.bounds.knobs import INF, ISOLATED_SETS, LOWER_SITES, LOWER_SITES_MAX, SITE_ORDERS, SITE_WORK
-from geotrain_opt.bounds.tiers import _fewest_segments, _Inside, _Tiers, merged_components
+from geotrain_opt.problem.tiers import _fewest_segments, _Inside, _Tiers, merged_components
 
 
 class MergeCases:

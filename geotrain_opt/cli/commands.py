@@ -11,7 +11,7 @@ from geotrain_opt.io.describe import describe_evaluation, describe_instance, tab
 from geotrain_opt.errors import GeoTrainError, InstanceError
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
-from geotrain_opt.io.outputs import OutputError, check_writable
+from geotrain_opt.common.outputs import OutputError, check_writable
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.cli.args import _SOLVER_FLAGS
 from geotrain_opt.solvers.result import Status
@@ -44,7 +44,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     cal = calibrate(runs, fit)
     text = json.dumps(cal, indent=2)
     if args.out:
-        from geotrain_opt.io.outputs import write_text
+        from geotrain_opt.common.outputs import write_text
         write_text(args.out, text + "\n")
     print(text)
     if args.out:
@@ -57,7 +57,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     check_whole_model_fits(inst)
     from geotrain_opt.problem.instance import parse_text, read_text_file
-    from geotrain_opt.problem.schema import schema_errors
+    from geotrain_opt.io.schema import schema_errors
     errs = schema_errors(parse_text(read_text_file(Path(args.instance)), args.instance))
     if errs:     # the reader accepted what the published schema does not: say which
         raise InstanceError(errs[0].split(": ", 1)[0], "breaks geotrain_opt/schemas/instance.schema.json: "
@@ -212,7 +212,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     data = generate(args.family, args.gpus, args.seed)
     text = json.dumps(data, indent=1) + "\n" if args.json else to_yaml(data)
     if args.out:
-        from geotrain_opt.io.outputs import write_text
+        from geotrain_opt.common.outputs import write_text
         write_text(args.out, text)
         print(f"wrote {args.out}")
     else:
@@ -270,7 +270,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from geotrain_opt.analysis.report import load_rows, markdown, summarize, to_csv
-    from geotrain_opt.io.outputs import write_text
+    from geotrain_opt.common.outputs import write_text
     check_writable(args.md, "--md")
     check_writable(args.csv, "--csv")
     recs = summarize(load_rows(args.results))
@@ -350,7 +350,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_export_plan(args: argparse.Namespace) -> int:
     from geotrain_opt.io.export_plan import export
-    from geotrain_opt.io.outputs import write_text
+    from geotrain_opt.common.outputs import write_text
     check_writable(args.out, "--out")
     inst = load_instance(args.instance)
     text = export(inst, Plan.load(args.result), args.to)

@@ -8,7 +8,9 @@ from geotrain_opt import solvers
 from geotrain_opt.io.generate import FAMILIES
 from geotrain_opt.problem.instance import OBJECTIVES
 from geotrain_opt.cli.args import SECONDS, SEED, WORKERS, _Parser, _number, _shape, _solver_flags
-from geotrain_opt.cli.commands import cmd_bench, cmd_calibrate, cmd_describe, cmd_evaluate, cmd_export_model, cmd_export_plan, cmd_generate, cmd_pareto, cmd_plot, cmd_report, cmd_simulate, cmd_solve, cmd_validate, cmd_verify
+from geotrain_opt.cli.commands import (cmd_bench, cmd_calibrate, cmd_describe, cmd_evaluate, cmd_export_model,
+                                       cmd_export_plan, cmd_generate, cmd_pareto, cmd_plot, cmd_report,
+                                       cmd_simulate, cmd_solve, cmd_validate, cmd_verify)
 
 
 

@@ -187,7 +187,7 @@ def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, .
     node group) and no WAN link at all; the shape grid of ``seed_shapes`` over the
     whole pool rarely lands on such a shape, and its site order fills a shape
     past the best region into the next one."""
-    from geotrain_opt.bounds import link_tiers
+    from geotrain_opt.problem.tiers import link_tiers
     a = inst.arrays
     order = np.array(_site_order(inst), dtype=np.int64)
     most_D: dict[int, int] = {}

@@ -9,6 +9,7 @@ from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.cost.evaluator import BatchEvaluator
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
+from geotrain_opt.problem.plan import split_micro_batches  # noqa: F401  (the even split, used here and re-exported)
 
 
 def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, m: int) -> float:
@@ -44,11 +45,6 @@ def greedy_memory_cuts(inst: Instance, caps: list[float], m: int) -> list[int] |
 
 def uniform_cuts(L: int, P: int) -> list[int]:
     return [round(j * L / P) for j in range(P + 1)]
-
-
-def split_micro_batches(M: int, D: int) -> list[int]:
-    base, extra = divmod(M, D)
-    return [base + (1 if k < extra else 0) for k in range(D)]
 
 
 def shape_ok(inst: Instance, D: int, P: int) -> bool:

@@ -269,7 +269,7 @@ def _sites(inst: Instance, size: int) -> list[list[int]] | None:
     """The components of the lowest link tier whose components hold ``size``
     devices, each as its devices in site order, in site order (fastest first);
     None if no tier's components hold that many."""
-    from geotrain_opt.bounds import link_tiers
+    from geotrain_opt.problem.tiers import link_tiers
     tiers = link_tiers(inst)
     y = tiers.first_fit(size)
     if y >= len(tiers.levels):

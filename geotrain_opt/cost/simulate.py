@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from geotrain_opt.cost import stagecost as sc
-from geotrain_opt.construct.pieces import split_micro_batches
+from geotrain_opt.problem.plan import split_micro_batches
 from geotrain_opt.cost.evaluator import check_plan, evaluate, plan_instance
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan

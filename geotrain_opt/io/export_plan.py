@@ -17,7 +17,7 @@ from geotrain_opt.errors import PlanError
 from geotrain_opt.cost.evaluator import check_plan, evaluate
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
-from geotrain_opt.io.provenance import PLAN_SCHEMA
+from geotrain_opt.common.provenance import PLAN_SCHEMA
 
 EXPORT_SCHEMA = "geotrain-opt.export/1"
 FORMATS = ("torch-pipelining", "megatron", "deepspeed", "hostfile")

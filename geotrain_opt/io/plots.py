@@ -27,7 +27,7 @@ def out_stem(out: str | Path) -> str:
 
 
 def _save(fig, out: str | Path) -> list[str]:
-    from geotrain_opt.io.outputs import OutputError
+    from geotrain_opt.common.outputs import OutputError
     paths = []
     try:
         for ext in ("png", "svg"):

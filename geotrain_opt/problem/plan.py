@@ -9,7 +9,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from geotrain_opt.errors import PlanError
-from geotrain_opt.io.provenance import PLAN_SCHEMA
+from geotrain_opt.common.provenance import PLAN_SCHEMA
+
+
+def split_micro_batches(M: int, D: int) -> list[int]:
+    """The even split of M micro-batches over D replicas (the first M mod D get one more)."""
+    base, extra = divmod(M, D)
+    return [base + (1 if k < extra else 0) for k in range(D)]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 from geotrain_opt.cost.evaluator import Evaluation, evaluate
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
-from geotrain_opt.io.provenance import RESULT_SCHEMA, provenance
+from geotrain_opt.common.provenance import RESULT_SCHEMA, provenance
 
 class Status(str, Enum):
     """How a run ended. A ``str`` too, so ``res.status == "optimal"`` and JSON keep working."""
@@ -74,7 +74,7 @@ class SolverResult:
         return d
 
     def save(self, path: str | Path, flag: str = "--out") -> None:
-        from geotrain_opt.io.outputs import write_text
+        from geotrain_opt.common.outputs import write_text
         write_text(path, json.dumps(self.to_dict(), indent=2) + "\n", flag)
 
     @staticmethod

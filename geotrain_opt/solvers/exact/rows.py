@@ -8,7 +8,8 @@ import numpy as np
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.decisions.clocks import model_units
 from geotrain_opt.problem.instance import Instance
-from geotrain_opt.solvers.exact.classes import _unit_links, class_twins, device_classes, interchangeable_classes, unit_order
+from geotrain_opt.solvers.exact.classes import (_unit_links, class_twins, device_classes,
+                                                interchangeable_classes, unit_order)
 from geotrain_opt.problem.tolerances import LIMIT_MARGIN
 from geotrain_opt.solvers.exact.spec import Backend, BuildSpec, BuildTimeout, Terms
 

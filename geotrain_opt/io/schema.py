@@ -2,7 +2,7 @@
 
 Built from the same field lists and ranges the reader enforces (instance/fields.py), so
 the published schema and the loader cannot drift apart; the files under
-``geotrain_opt/problem/schemas/`` are this module's output (``python -m geotrain_opt.problem.schema
+``geotrain_opt/io/schemas/`` are this module's output (``python -m geotrain_opt.io.schema
 --write``), and a test checks they are current. The reader stays the authority:
 it also checks what a schema cannot say (a device's links exist, a type is in the
 catalog or in gpu_types, wait power <= busy power, the model fits somewhere).
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain_opt.problem.instance import BATCH_SPLITS, INT_MAX, LIMITS, MAX_DEVICES, OBJECTIVES, SCHEDULES
-from geotrain_opt.io.provenance import PLAN_SCHEMA, RESULT_SCHEMA
+from geotrain_opt.common.provenance import PLAN_SCHEMA, RESULT_SCHEMA
 
 DIR = Path(__file__).parent / "schemas"
 _URL = "https://geotrain-opt.invalid/schemas/"
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             (DIR / f"{k}.schema.json").write_text(render(k))
             print(f"wrote {DIR / f'{k}.schema.json'}")
         return 0
-    print("usage: python -m geotrain_opt.problem.schema --write", file=sys.stderr)
+    print("usage: python -m geotrain_opt.io.schema --write", file=sys.stderr)
     return 2
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geotrain_opt.bounds.knobs import INF
+INF = float("inf")
 
 if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.problem.instance import Instance
