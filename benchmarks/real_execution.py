@@ -215,7 +215,8 @@ def main() -> None:
 
     from geotrain_opt import evaluate, load_instance
     from geotrain_opt.io.export_plan import load_plan_or_export
-    from geotrain_opt.cost.simulate import ev_stage_params, simulate
+    from geotrain_opt.cost import stagecost as sc
+    from geotrain_opt.cost.simulate import simulate
     inst = load_instance(args.instance)
     plan, export = load_plan_or_export(args.plan)
     if export is not None and not args.schedule:
@@ -241,7 +242,8 @@ def main() -> None:
     floats = int(a.A / 4)                     # fp32 messages of A bytes
     spec = {"D": D, "P": P, "schedule": inst.options.schedule, "micro_batches": list(plan.micro_batches),
             "fwd_s": fwd, "bwd_s": bwd, "shape": [1, max(1, floats // 1000), 1000],
-            "grad_bytes": [a.grad_bytes * ev_stage_params(inst, plan, j) for j in range(P)]}
+            "grad_bytes": [a.grad_bytes * float(sc.stage_params(a, plan.cuts[j], plan.cuts[j + 1], j == 0, j == P - 1))
+                           for j in range(P)]}
     spec_path = Path("/tmp/geotrain-real-spec.json")
     spec_path.write_text(json.dumps(spec))
     n = D * P

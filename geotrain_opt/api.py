@@ -37,11 +37,8 @@ def solve(inst: Instance | str | Path, solver: str = "memetic", *, time_limit: f
     """Best plan ``solver`` finds within ``time_limit`` seconds (``"optimal"`` status: proven);
     ``best_bound``/``gap``: a certified lower bound (bounds.py, or the exact solver's
     own) and how far at most the plan is from optimal."""
-    from geotrain_opt.bounds import attach_bound
     inst = _instance(inst)
-    res = solvers.get(solver)(inst, _options(solver, time_limit, seed, workers, hint, progress, options))
-    attach_bound(inst, res)         # every result: a certified lower bound and the gap to it
-    return res
+    return solvers.run(solver, inst, _options(solver, time_limit, seed, workers, hint, progress, options))
 
 
 def pareto(inst: Instance | str | Path, solver: str = "cpsat", *, points: int = 50, time_limit: float = 60.0,

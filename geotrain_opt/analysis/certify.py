@@ -18,13 +18,14 @@ from geotrain_opt import solvers
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.base import SolveOptions
 from geotrain_opt.solvers.result import Status
+from geotrain_opt.problem.tolerances import TINY
 
 AGREE_RTOL = 1e-6
 OTHER = {"cpsat": "milp", "milp": "cpsat"}
 
 
 def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= AGREE_RTOL * max(abs(a), abs(b), 1e-300)
+    return abs(a - b) <= AGREE_RTOL * max(abs(a), abs(b), TINY)
 
 
 def certify(inst: Any, res: SolverResult, opts: SolveOptions) -> SolverResult:

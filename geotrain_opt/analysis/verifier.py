@@ -119,7 +119,7 @@ def verify_instance(inst: Instance, names: list[str], time_limit_s: float = 60.0
         ver.optimum = min(r.objective_value for r in proven.values())
         best = min(proven, key=lambda n: proven[n].objective_value)
         for n, r in proven.items():
-            if r.objective_value > ver.optimum * (1 + AGREE_RTOL) + 1e-300:
+            if r.objective_value > ver.optimum * (1 + AGREE_RTOL) + TINY:
                 ver.inconsistencies.append(f"{n}: proved optimum {r.objective_value:.9g} but "
                                            f"{best} proved {ver.optimum:.9g}")
         for m, r in results.items():

@@ -14,6 +14,7 @@ from geotrain_opt.bounds.shape import ShapeBound, bound_shape
 from geotrain_opt.problem.tiers import _Inside, _speeds_by_label, _Tiers, link_tiers
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.decisions.clocks import least_j_per_flop
+from geotrain_opt.problem.tolerances import TINY
 
 if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.problem.instance import Instance
@@ -241,9 +242,9 @@ class ShapeBounds:
         Nn = n[:, None] * p + hn[None, :]                                       # N_j with n layers
         Rc = np.unique(np.concatenate([(fast[0] * Nn + fast[1]).ravel(), (coef * Nn[:, crossing] + lat).ravel()]))
         # the most layers stage j may hold with its ring <= R
-        top = np.where(crossing[None, :], np.minimum((Rc[:, None] - lat) / max(coef, 1e-300),
-                                                     (Rc[:, None] - fast[1]) / max(fast[0], 1e-300)),
-                       (Rc[:, None] - fast[1]) / max(fast[0], 1e-300))
+        top = np.where(crossing[None, :], np.minimum((Rc[:, None] - lat) / max(coef, TINY),
+                                                     (Rc[:, None] - fast[1]) / max(fast[0], TINY)),
+                       (Rc[:, None] - fast[1]) / max(fast[0], TINY))
         pc = np.clip(np.floor((top - hn[None, :]) / p + 1e-9), 0, n_hi)
         R = np.full(len(X), INF)
         rows = np.nonzero(ok)[0]

@@ -15,6 +15,7 @@ from geotrain_opt.bounds.merge import MergeCases
 from geotrain_opt.cost import objective as objmod
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.cost.tariffs import priced_floors
+from geotrain_opt.problem.tolerances import TINY
 
 if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.bounds.cuts import ShapeBounds
@@ -237,7 +238,7 @@ class _Shape(MergeCases):
 
         def capacity(T: float) -> float:
             pos = np.concatenate([[0.0], np.cumsum(np.maximum(0.0, (T - two_h) * top / self.W - 1.0))])
-            g = 1.0 + (T - f_s) / max(occ_z, 1e-300)
+            g = 1.0 + (T - f_s) / max(occ_z, TINY)
             return float((ks + pos[ks * self.P] + (self.D - ks) * g).max())
 
         lo = f_s

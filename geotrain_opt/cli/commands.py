@@ -142,9 +142,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     opts = _options(args, inst)
-    res = solvers.get(args.solver)(inst, opts)
-    from geotrain_opt.bounds import attach_bound
-    attach_bound(inst, res)         # a certified lower bound and the gap to it, for any solver
+    res = solvers.run(args.solver, inst, opts)      # the API's pipeline: the solver, then the bound
     _save_or_print(res, args.out)   # saved before certifying: a long second proof never loses it
     if args.certify:
         from geotrain_opt.analysis.certify import certify

@@ -11,6 +11,7 @@ import numpy as np
 from geotrain_opt.construct.pieces import (feasible_shapes, greedy_memory_cuts, split_micro_batches,
                                            stage_memory)
 from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.tolerances import IMPROVE_RTOL
 
 
 def speed_cuts(inst: Instance, stage_speed: np.ndarray) -> np.ndarray:
@@ -246,7 +247,7 @@ def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, roun
         cs = moves(pairs)
         v = values(cs) if len(cs) else np.array([np.inf])
         i = int(np.argmin(v))
-        if not v[i] < best * (1 - 1e-12):
+        if not v[i] < best * (1 - IMPROVE_RTOL):
             if pairs or P > 16:
                 break
             pairs = True

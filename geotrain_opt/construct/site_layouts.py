@@ -20,6 +20,7 @@ import numpy as np
 from geotrain_opt.construct.pieces import split_micro_batches
 from geotrain_opt.construct.heuristics import _cuts_for, _finish, _primary, _site_order, polish_cuts
 from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.tolerances import IMPROVE_RTOL
 
 FREE_SLOTS = 16          # unused slots a descent move may trade in
 PAIRED_PATHS = 256       # the best paths (a ring per site) that site_rings tries with stages paired
@@ -254,11 +255,11 @@ class _SiteSearch:
             # a move can pay only at its own cuts (a pair moves the heaviest ring): the
             # few best moves with their cuts hill-climbed when none pays at these
             tries = [(float(mv[i]), cuts, moves[int(i)]) for i in np.argsort(mv, kind="stable")[:1]]
-            if not tries[0][0] < v * (1 - 1e-12):
+            if not tries[0][0] < v * (1 - IMPROVE_RTOL):
                 tries = [(*self.polished(moves[int(i)], cuts)[::-1], moves[int(i)])
                          for i in np.argsort(mv, kind="stable")[:self.polish]]
             v_new, _c, s_new = min(tries, key=lambda x: x[0])
-            if not v_new < v * (1 - 1e-12):
+            if not v_new < v * (1 - IMPROVE_RTOL):
                 break
             seq = s_new
             cuts, v = self.polished(seq, cuts)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geotrain_opt.problem.instance import Objective
-from geotrain_opt.problem.tolerances import TIE_RTOL  # noqa: F401  (objmod.TIE_RTOL, read by the searches)
+from geotrain_opt.problem.tolerances import TIE_RTOL, TINY
 
 
 
@@ -68,7 +68,7 @@ def better(obj: Objective, a: tuple[float, float], b: tuple[float, float] | None
     """True when key ``a`` beats key ``b`` (None = no incumbent)."""
     if b is None:
         return True
-    if a[0] < b[0] * (1 - TIE_RTOL) - 1e-300:
+    if a[0] < b[0] * (1 - TIE_RTOL) - TINY:
         return True
     if a[0] <= b[0] * (1 + TIE_RTOL):
         return a[1] < b[1] * (1 - TIE_RTOL)

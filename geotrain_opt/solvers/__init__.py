@@ -62,6 +62,15 @@ def build_options(solver: str, extra: Mapping[str, Any] | None = None, *, option
     return made
 
 
+def run(name: str, inst: Any, opts: SolveOptions) -> Any:
+    """The one solve pipeline of the API and the CLI: the solver, then the instance's
+    certified lower bound and the gap to it attached to the result (any solver)."""
+    from geotrain_opt.bounds import attach_bound
+    res = get(name)(inst, opts)
+    attach_bound(inst, res)
+    return res
+
+
 def options_taken(name: str, extra: Mapping[str, Any]) -> dict[str, Any]:
     """The part of ``extra`` that solver ``name`` takes (e.g. a second engine
     re-proving a claim gets the options the two engines share)."""
@@ -75,4 +84,4 @@ def options_taken(name: str, extra: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = ["AnnealingOptions", "BruteforceOptions", "CpsatOptions", "DtfmOptions", "ExactOptions", "MemeticOptions",
            "MilpOptions", "NoOptions", "Options", "SearchOptions", "SolveOptions", "SolverSpec", "check_options",
-           "build_options", "get", "names", "options_taken", "register", "spec"]
+           "build_options", "get", "names", "options_taken", "register", "run", "spec"]

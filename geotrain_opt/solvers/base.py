@@ -91,6 +91,17 @@ class Incumbent:
         """``C``, ``Q``: the plan's dollars and grams (§9), needed under those objectives."""
         return self.offer_key(plan, objmod.key(self.inst.objective, T, E, C, Q), T, E)
 
+    def offer_evaluated(self, plan: Plan, ev: Any) -> bool:
+        """As ``offer``, from the plan's reference evaluation; an unacceptable plan
+        (memory, an ε-limit) is never taken."""
+        return bool(ev.acceptable) and self.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
+
+    def offer_plan(self, plan: Plan) -> Any:
+        """Evaluate ``plan`` (reference evaluator) and offer it; its evaluation."""
+        ev = evaluate(self.inst, plan)
+        self.offer_evaluated(plan, ev)
+        return ev
+
     def offer_key(self, plan: Plan, k: tuple[float, float], T: float, E: float) -> bool:
         """As ``offer``, with the objective key already computed (a batch's, a genome's)."""
         if objmod.better(self.inst.objective, k, self.key):

@@ -390,5 +390,5 @@ def _search_shape(inst: Instance, o: DtfmOptions, D: int, P: int, share: Termina
     row = {"D": D, "P": P, "dtfm_cost_s": total, "dtfm_dp_s": dp, "dtfm_pp_s": pp2,
            "candidates": info["candidates"], "T": ev.time_s, "acceptable": ev.acceptable}
     stats["shapes"].append(row)
-    if ev.acceptable and inc.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g):
+    if inc.offer_evaluated(plan, ev):
         stats.update({k: row[k] for k in ("dtfm_cost_s", "dtfm_dp_s", "dtfm_pp_s", "candidates")})

@@ -230,9 +230,7 @@ class ExactDriver:
         start_plans = [p for p in (self.opts.hint, smallest) if p is not None]
         start_plans += [p for _, p in sorted(seeds, key=lambda vp: vp[0])[:1]]
         for p in start_plans:
-            ev = evaluate(inst, p)
-            if ev.acceptable:
-                inc.offer(p, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
+            inc.offer_plan(p)
         ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0])
                                                                       if start_plans else None)
         self.model = model_kind(inst, self.options.exact_model)
@@ -377,10 +375,7 @@ class ExactDriver:
             if out.status not in (Status.OPTIMAL, Status.INFEASIBLE):
                 tie_break = "time limit"
             if out.plan is not None:
-                plan = self.tagged(c, out.plan)
-                ev = evaluate(self.inst, plan)
-                if ev.acceptable:
-                    inc.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
+                inc.offer_plan(self.tagged(c, out.plan))
         return tie_break
 
     def result(self, status: str, tie_break: str) -> SolverResult:
@@ -436,9 +431,8 @@ class ExactDriver:
     def offer(self, sh: Shape3, plan: Plan) -> None:
         """A plan of shape ``sh`` (at its choice's instance) to the incumbent."""
         plan = self.tagged(sh[0], plan)
-        ev = evaluate(self.inst, plan)
+        ev = self.inc.offer_plan(plan)
         if ev.acceptable:
-            self.inc.offer(plan, ev.time_s, ev.energy_j, ev.cost_usd, ev.carbon_g)
             val = float(objmod.of(self.obj, ev)[0])
             self.shape_values[sh] = min(self.shape_values.get(sh, val), val)
 

@@ -12,6 +12,7 @@ from ortools.sat.python import cp_model
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.cost.stagecost import ring_time
 from geotrain_opt.solvers.exact.formulation import device_classes
+from geotrain_opt.problem.tolerances import IMPROVE_RTOL
 
 
 
@@ -200,7 +201,7 @@ def _best_order(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
         if got is not None and float(worst(got[None])[0]) < best:
             order, best = got, float(worst(got[None])[0])
     moves = [(i, k) for i in range(D) for k in range(i + 1, D)]
-    while best > floor * (1 + 1e-12):
+    while best > floor * (1 + IMPROVE_RTOL):
         cands = []
         for i, k in moves:
             sw = order.copy()
@@ -210,7 +211,7 @@ def _best_order(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
             cands += [sw, rv]
         vals = worst(np.array(cands))
         i = int(np.argmin(vals))
-        if vals[i] >= best * (1 - 1e-12):
+        if vals[i] >= best * (1 - IMPROVE_RTOL):
             break
         order, best = cands[i], float(vals[i])
     return list(order), min(floor, best)

@@ -22,6 +22,7 @@ from geotrain_opt.solvers.search.memetic.operators import MUTATIONS, mutation_na
 from geotrain_opt.solvers.options import AnnealingOptions
 from geotrain_opt.solvers.termination import Termination
 from geotrain_opt.solvers.result import Status
+from geotrain_opt.problem.tolerances import TINY
 
 T_START, T_END = 0.05, 1e-4
 
@@ -57,7 +58,7 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
             for g in nbrs:
                 if g.feasible:
                     inc.offer_key(g.to_plan(inst), g.key, *g.te)
-                delta = (g.key[0] - cur.key[0]) / max(abs(cur.key[0]), 1e-300)
+                delta = (g.key[0] - cur.key[0]) / max(abs(cur.key[0]), TINY)
                 if delta <= 0 or rng.random() < math.exp(-delta / temp):
                     cur = g
             steps += 1

@@ -15,6 +15,7 @@ from geotrain_opt.solvers.options import MemeticOptions
 from geotrain_opt.solvers.search.memetic.encoding import Genome
 from geotrain_opt.solvers.search.memetic.parallel import _Parallel, _evaluate_here
 from geotrain_opt.solvers.search.memetic.toolbox import _set_fitness, build_toolbox, random_genome
+from geotrain_opt.problem.tolerances import TINY
 
 
 
@@ -79,7 +80,7 @@ class _Evolver:
             before = g.key[0]
             tb.local_search(g)
             if before < 1e300 and g.key[0] < before:
-                self.ls_gain += (before - g.key[0]) / max(abs(before), 1e-300)
+                self.ls_gain += (before - g.key[0]) / max(abs(before), TINY)
             _set_fitness(g, self.cfg.pareto)
         self.ls_time += time.perf_counter() - t
 
