@@ -50,11 +50,12 @@ def test_one_device_at_half_clock(tiny_dict):
 def test_slow_stage_off_the_critical_path(tiny_dict):
     inst = clocked(tiny_dict)
     ev = both(inst, Plan.make([["e0", "w0"]], [0, 2, 4], [4], {"e0": 0.5}))
-    # t0 = 1.68e11 / 2.5e13 = 6.72e-3 (now the slowest stage), t1 = 4.56e-3, x = 0.012
-    assert ev.time_s == pytest.approx(6.72e-3 + 4.56e-3 + 0.024 + 3 * 6.72e-3, rel=REL)
+    # t0 = 1.68e11 / 2.5e13 = 6.72e-3 (now the slowest stage), t1 = 4.56e-3, x = 0.012;
+    # 1F1B's window on stage 0 (two of four in flight): 2 (t0 + t1 + 2x) + t0 = 0.07728
+    assert ev.time_s == pytest.approx(2 * (6.72e-3 + 4.56e-3 + 0.024) + 6.72e-3, rel=REL)
     assert ev.busy_j == pytest.approx(120 * 4 * 6.72e-3 + 1.5 * 300 * 4 * 4.56e-3, rel=REL)
-    assert ev.wait_j == pytest.approx(100 * (0.05544 - 0.02688) + 150 * (0.05544 - 0.01824), rel=REL)
-    assert ev.energy_j == pytest.approx(20.0296, rel=REL)
+    assert ev.wait_j == pytest.approx(100 * (0.07728 - 0.02688) + 150 * (0.07728 - 0.01824), rel=REL)
+    assert ev.energy_j == pytest.approx(11.4336 + 13.896 + 0.16, rel=REL)
 
 
 def test_plan_files_carry_clocks(tiny_dict, tmp_path):

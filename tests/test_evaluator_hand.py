@@ -48,18 +48,21 @@ def test_single_device(tiny):
 
 def test_pipeline_only_cross_region(tiny):
     # t0 = 1.68e11/5e13 = 3.36e-3, t1 = 2.28e11/5e13 = 4.56e-3, link x = 0.01 + 2e6/1e9 = 0.012
-    # T = 3.36e-3 + 4.56e-3 + 2*0.012 + 3*4.56e-3 = 0.0456
+    # without the window: T = 3.36e-3 + 4.56e-3 + 2*0.012 + 3*4.56e-3 = 0.0456. Under 1F1B
+    # stage 0 holds at most 2 of the 4 micro-batches (model.md §3.1): each pair waits one
+    # round trip L_0 = t0 + t1 + 2x = 0.03192, so T = 2 L_0 + 1 * tau (tau = t1) = 0.0684
+    # (stage 1: 4 t1 + t0 + 2x = 0.04968 < 0.0684); the simulator's timeline: test_simulate.py
     plan = Plan.make([["e0", "w0"]], [0, 2, 4], [4])
     ev = evaluate(tiny, plan)
     assert ev.feasible
-    assert ev.time_s == approx(0.0456)
-    # busy: 300*0.01344 + 1.5*300*0.01824; wait: 100*0.03216 + 1.5*100*0.02736
+    assert ev.time_s == approx(0.0684)
+    # busy: 300*0.01344 + 1.5*300*0.01824; wait: 100*(0.0684 - 0.01344) + 1.5*100*(0.0684 - 0.01824)
     assert ev.busy_j == approx(4.032 + 8.208)
-    assert ev.wait_j == approx(3.216 + 4.104)
+    assert ev.wait_j == approx(5.496 + 7.524)
     # 2 * m * A = 1.6e7 bytes cross east-west at 1e-8 J/B
     assert ev.cross_region_bytes == approx(1.6e7)
     assert ev.network_j == approx(0.16)
-    assert ev.energy_j == approx(19.72)
+    assert ev.energy_j == approx(12.24 + 13.02 + 0.16)
     # 1F1B: stage 0 keeps min(2, 4) = 2 micro-batches, stage 1 keeps 1
     assert ev.memory_bytes["e0"] == approx(560_416_000 + 2 * 168_000_000)
     assert ev.memory_bytes["w0"] == approx(544_416_000 + 208_000_000)

@@ -19,25 +19,31 @@ PIPE = Plan.make([["e0", "w0"]], [0, 2, 4], [4])
 
 
 def test_exposed_comm_in_the_bottleneck(tiny_dict):
-    # tau = max(t0 + 2k(0 + o), t1 + 2k(o + 0), o) = 4.56e-3 + 2e-3 = 6.56e-3 (k = 0.5)
-    # T = 3.36e-3 + 4.56e-3 + 2*0.012 + 3 * 6.56e-3 = 0.0516
+    # rows: t0 + 2k(0 + o) = 5.36e-3, t1 + 2k(o + 0) = 6.56e-3 (k = 0.5); tau = 6.56e-3.
+    # GPipe (no window): T = 3.36e-3 + 4.56e-3 + 2*0.012 + 3 * 6.56e-3 = 0.0516
+    gpipe = variant(tiny_dict, options__exposed_comm=0.5, options__schedule="gpipe")
+    assert evaluate(gpipe, PIPE).time_s == approx(0.0516)
+    # 1F1B: stage 0's window of 2 micro-batches, round trip L_0 = 5.36e-3 + 6.56e-3 + 2*0.012
+    # = 0.03592 (the rows carry the exposed part): T = 2 L_0 + tau = 0.0784
     inst = variant(tiny_dict, options__exposed_comm=0.5)
     ev = evaluate(inst, PIPE)
-    assert ev.time_s == approx(0.0516)
+    assert ev.time_s == approx(0.0784)
     # busy time is compute only: U = m t, so busy energy is unchanged by kappa
     assert ev.busy_j == approx(4.032 + 8.208)
-    assert ev.wait_j == approx(100 * (0.0516 - 0.01344) + 1.5 * 100 * (0.0516 - 0.01824))
+    assert ev.wait_j == approx(100 * (0.0784 - 0.01344) + 1.5 * 100 * (0.0784 - 0.01824))
     check_batch_matches(inst, PIPE, ev)
 
 
 def test_exposed_comm_full_and_default(tiny_dict):
-    # k = 1: tau = t1 + 2o = 8.56e-3; T = 0.03192 + 3 * 8.56e-3 = 0.0576
-    ev = evaluate(variant(tiny_dict, options__exposed_comm=1.0), PIPE)
+    # k = 1, GPipe: tau = t1 + 2o = 8.56e-3; T = 0.03192 + 3 * 8.56e-3 = 0.0576
+    ev = evaluate(variant(tiny_dict, options__exposed_comm=1.0, options__schedule="gpipe"), PIPE)
     assert ev.time_s == approx(0.0576)
+    # 1F1B: rows 7.36e-3 and 8.56e-3, L_0 = 0.03992, T = 2 L_0 + 8.56e-3 = 0.0884
+    assert evaluate(variant(tiny_dict, options__exposed_comm=1.0), PIPE).time_s == approx(0.0884)
     d = dict(tiny_dict, options={k: v for k, v in tiny_dict["options"].items() if k != "exposed_comm"})
     inst = variant(d)
     assert inst.options.exposed_comm == 0.5          # the default
-    assert evaluate(inst, PIPE).time_s == approx(0.0516)
+    assert evaluate(inst, PIPE).time_s == approx(0.0784)
 
 
 def test_accumulation_steps(tiny_dict):
@@ -103,10 +109,11 @@ def test_nic_share_caps_cross_node_bandwidth(tiny_dict):
 
 
 def test_nic_share_in_pipeline(tiny_dict):
-    # pipeline e0 -> w0: o = 2e6 / 5e8 = 4e-3, x = 0.014; kappa = 0:
-    # T = 3.36e-3 + 4.56e-3 + 0.028 + 3 * 4.56e-3 = 0.04960
+    # pipeline e0 -> w0: o = 2e6 / 5e8 = 4e-3, x = 0.014; kappa = 0. Without the window
+    # T = 3.36e-3 + 4.56e-3 + 0.028 + 3 * 4.56e-3 = 0.04960; with it (1F1B, stage 0 holds
+    # two): L_0 = 3.36e-3 + 4.56e-3 + 0.028 = 0.03592, T = 2 L_0 + 4.56e-3 = 0.0764
     ev = evaluate(_with_nic(tiny_dict, 8), PIPE)
-    assert ev.time_s == approx(0.0496)
+    assert ev.time_s == approx(0.0764)
 
 
 def test_nic_must_agree_within_a_node(tiny_dict):

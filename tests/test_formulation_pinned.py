@@ -106,10 +106,21 @@ def solved(inst, plan, backend, what):
     V = shape.vars
     D, P = plan.replicas, plan.stages
     Tk = []
+    from geotrain_opt.cost import stagecost as sc
     for k in range(D):
-        S_k, _q = (int(x) for x in __import__("geotrain_opt.cost.stagecost", fromlist=["x"]).flushes(a, plan.micro_batches[k]))
-        fill = sum(val(V["t"][k, j]) for j in range(P)) + 2 * sum(val(V["lk"][k, j]) for j in range(P - 1))
-        Tk.append(S_k * fill + (plan.micro_batches[k] - S_k) * val(V["tau"][k]))
+        m = plan.micro_batches[k]
+        S_k, _q = (int(x) for x in sc.flushes(a, m))
+        t = np.array([val(V["t"][k, j]) for j in range(P)])
+        x = np.array([val(V["lk"][k, j]) for j in range(P - 1)])
+        o = np.concatenate([[0.0], [val(V["oc"][k, j]) for j in range(P - 1)], [0.0]])
+        fill = t.sum() + 2 * x.sum()
+        tau = val(V["tau"][k])
+        T_k = S_k * fill + (m - S_k) * tau
+        if not a.gpipe:       # 1F1B's window (model.md §3.1) on the model's own values
+            row = t + 2 * a.kappa * (o[:-1] + o[1:])
+            T_k = max(T_k, float(sc.window_time(row[None], x[None], np.array([tau]), np.array([fill]),
+                                                np.array([float(m)]), np.array([float(S_k)]))[0]))
+        Tk.append(T_k)
     R = [val(V["ring"][j][0]) + val(V["ring"][j][1]) for j in range(P)] if D > 1 else [0.0] * P
     E = sum(c * val(v) for c, v in shape.E_terms)
     return {"T": val(shape.T), "E": E, "Tk": Tk, "R": R}

@@ -172,10 +172,37 @@ class _Terms:
             occ = [A * a.inv_beta[u, v] for u, v in links]
             x = [a.alpha[u, v] + o for (u, v), o in zip(links, occ)]
             o = [0.0] + occ + [0.0]            # o_{k,-1} = o_{k,P-1} = 0
-            tau = max(max(t[k][j] + 2.0 * kappa * (o[j] + o[j + 1]) for j in range(P)),
-                      max(occ, default=0.0))
-            Tk.append(Sk[k] * (sum(t[k]) + 2.0 * sum(x)) + (mk[k] - Sk[k]) * tau)
+            row = [t[k][j] + 2.0 * kappa * (o[j] + o[j + 1]) for j in range(P)]
+            tau = max(max(row), max(occ, default=0.0))
+            fill = sum(t[k]) + 2.0 * sum(x)
+            T_k = Sk[k] * fill + (mk[k] - Sk[k]) * tau
+            if not a.gpipe and mk[k] >= 1:
+                T_k = max(T_k, self.window(row, x, tau, fill, mk[k], Sk[k]))
+            Tk.append(T_k)
         return Tk
+
+    def window(self, row: list[float], x: list[float], tau: float, fill: float, m: int, S: int) -> float:
+        """1F1B's window (§3.1): stage j holds at most W = P - j micro-batches of a
+        flush, so of q > W micro-batches every W wait for one round trip from stage j
+        to the last stage and back, L_j = sum_{l>=j} row_l + 2 sum_{l>=j} x_l: a flush
+        takes at least (floor((q-1)/W) + 1) L_j + ((q-1) mod W) tau_k + the way to stage
+        j and back. The largest over the stages, summed over the flushes (m = S base +
+        extra: ``extra`` flushes of base + 1)."""
+        P = self.P
+        base, extra = divmod(m, S)
+        worst = 0.0
+        for j in range(P):
+            W = P - j
+            around = sum(row[j:]) + 2.0 * sum(x[j:])
+            before = sum(row[:j]) + 2.0 * sum(x[:j])
+            total = 0.0
+            for q, count in ((base + 1, extra), (base, S - extra)):
+                if W < q:
+                    total += count * (((q - 1) // W + 1) * around + ((q - 1) % W) * tau + before)
+                else:
+                    total += count * (fill + (q - 1) * tau)
+            worst = max(worst, total)
+        return worst
 
     def rings(self) -> list[float]:
         """R_j of every stage's data-parallel ring."""

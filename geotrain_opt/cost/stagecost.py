@@ -89,7 +89,35 @@ def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.nd
         tau = np.maximum(tau, occ.max(axis=-1))
     m = np.asarray(m, dtype=float)
     S, _q = flushes(a, m)
-    return S * (t.sum(axis=-1) + 2.0 * (occ + lat).sum(axis=-1)) + (m - S) * tau
+    fill = t.sum(axis=-1) + 2.0 * (occ + lat).sum(axis=-1)
+    T = S * fill + (m - S) * tau
+    if a.gpipe:
+        return T
+    return np.maximum(T, window_time(t + 2.0 * a.kappa * around, occ + lat, tau, fill, m, S))
+
+
+def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarray, m: np.ndarray,
+                S: np.ndarray) -> np.ndarray:
+    """1F1B's window over the last axis (formulations/model.md §3.1; the reference is
+    ``evaluator._Terms.window``): stage j holds at most W = P - j micro-batches of a
+    flush, so a flush of q > W waits (floor((q-1)/W) + 1) round trips from j to the
+    last stage and back. ``row`` (..., P) the stages' rows, ``x`` (..., P-1) the hops."""
+    P = row.shape[-1]
+    pad = np.zeros(row.shape[:-1] + (1,))
+    hops = 2.0 * np.concatenate([x, pad], axis=-1)                  # 2 x_j, x_{P-1} = 0
+    # around[j] = sum_{l>=j} row_l + 2 x_l; before[j] = sum_{l<j} row_l + 2 x_l
+    around = np.cumsum((row + hops)[..., ::-1], axis=-1)[..., ::-1]
+    before = np.concatenate([pad, np.cumsum(row + hops, axis=-1)[..., :-1]], axis=-1)
+    W = np.arange(P, 0, -1, dtype=float)                              # P - j
+    m, S = np.maximum(np.asarray(m, dtype=float), 1.0), np.maximum(np.asarray(S, dtype=float), 1.0)
+    base = np.floor(m / S)
+    extra = m - S * base
+    total = np.zeros(row.shape)
+    for q, count in ((base + 1.0, extra), (base, S - extra)):
+        q, count = q[..., None], count[..., None]
+        win = (np.floor((q - 1.0) / W) + 1.0) * around + np.mod(q - 1.0, W) * tau[..., None] + before
+        total += count * np.where(W < q, win, fill[..., None] + (q - 1.0) * tau[..., None])
+    return total.max(axis=-1)
 
 
 def ring_time(a: "InstanceArrays", D: int, N: Num, inv_beta_max: Num, alpha_max: Num) -> Num:

@@ -196,6 +196,9 @@ class _Model:
         occ_ub = float(a.A * a.inv_beta.max())
         tau_ub = max(t_ub + 4.0 * kappa * occ_ub, occ_ub)
         Tk_ub = min(a.steps, M) * (P * t_ub + 2 * (P - 1) * lk_ub) + (M - 1) * tau_ub
+        if not a.gpipe:
+            # 1F1B's window: at most q_f + 1 round trips of at most P rows and 2(P-1) hops per flush
+            Tk_ub = max(Tk_ub, (M + min(a.steps, M)) * (P * tau_ub + 2 * (P - 1) * lk_ub) + M * tau_ub)
         self.N_tot = N_tot = float(a.par_prefix[-1] + a.emb_params + a.head_params)
         self.cring = cring = 2.0 * (D - 1) / D * a.grad_bytes
         R_ub = cring * N_tot * float(a.inv_beta.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
@@ -279,13 +282,52 @@ class _Model:
                 be.ge(Rmax, [(1.0, Rb), (1.0, Ra)])
 
     def makespan(self) -> None:
-        """T >= S_k (sum_j t_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k."""
+        """T >= S_k (sum_j t_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k;
+        under 1F1B also T >= every stage's window row + Rmax (formulations/exact.md §3.2)."""
         be, K, J, P, t, lk, tau = self.be, self.K, self.J, self.P, self.t, self.lk, self.tau
         self.T = T = be.real("T", self.T_ub, self.spec.t_unit)
         for k in K:
             fill = [(1.0, t[k, j]) for j in J] + [(2.0, lk[k, j]) for j in range(P - 1)]
             for m, S_k, _q, lits in self.m_cases(k):
                 be.ge(T, _scaled(fill, float(S_k)) + [(1.0, self.Rmax), (float(m - S_k), tau[k])], 0.0, lits)
+                if not self.a.gpipe:
+                    for window in self.window_rows(k, fill, m, S_k):
+                        be.ge(T, window + [(1.0, self.Rmax)], 0.0, lits)
+
+    def window_rows(self, k: int, fill: list, m: int, S: int) -> list[list]:
+        """1F1B's window (formulations/model.md §3.1), one row per stage j whose window
+        W = P - j is smaller than a flush: over the flushes (``extra`` of base + 1
+        micro-batches, the rest of base), (floor((q-1)/W) + 1) round trips from j to the
+        last stage and back, ((q-1) mod W) periods and the way to j and back; a flush the
+        window does not bind counts as in the fill-and-period row."""
+        P, t, lk, oc, tau, kappa = self.P, self.t, self.lk, self.oc, self.tau, self.a.kappa
+
+        def row(l: int) -> list:        # stage l's row t + 2 kappa (o_{l-1} + o_l), as in tau
+            out = [(1.0, t[k, l])]
+            if kappa > 0:
+                out += [(2.0 * kappa, oc[k, i]) for i in (l - 1, l) if (k, i) in oc]
+            return out
+
+        base, extra = divmod(m, S)
+        rows = []
+        for j in range(P):
+            W = P - j
+            if W >= base + (1 if extra else 0):
+                continue                  # no flush holds more than the window: the fill row covers it
+            around = [r for l in range(j, P) for r in row(l)] + [(2.0, lk[k, l]) for l in range(j, P - 1)]
+            before = [r for l in range(j) for r in row(l)] + [(2.0, lk[k, l]) for l in range(j)]
+            terms: list = []
+            for q, count in ((base + 1, extra), (base, S - extra)):
+                if count == 0:
+                    continue
+                if W < q:
+                    terms += _scaled(around, float(count * ((q - 1) // W + 1))) + _scaled(before, float(count))
+                    if (q - 1) % W:
+                        terms.append((float(count * ((q - 1) % W)), tau[k]))
+                else:
+                    terms += _scaled(fill, float(count)) + [(float(count * (q - 1)), tau[k])]
+            rows.append(terms)
+        return rows
 
     def memory(self) -> None:
         """state*N_j + act_j*inflight (+ logits) <= usable memory of u, if u holds slot (k, j)."""
