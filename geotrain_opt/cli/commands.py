@@ -108,6 +108,9 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
 def _print_result(inst: Instance, res) -> None:
     gap = "" if res.gap is None else f", gap {res.gap:.3%}"
     print(f"{res.solver}: status {res.status}{gap}, {res.wall_s:.2f} s wall")
+    sim = res.stats.get("simulation") or {}
+    if sim.get("warning"):
+        print(f"warning: {sim['warning']}", file=sys.stderr)
     if res.best_bound is not None and res.objective_value is not None and res.status != Status.OPTIMAL:
         print(f"lower bound {res.best_bound:.6g}: the plan is at most {res.gap:.2%} from optimal")
     if res.plan is None:

@@ -187,21 +187,30 @@ class _Terms:
         to the last stage and back, L_j = sum_{l>=j} row_l + 2 sum_{l>=j} x_l: a flush
         takes at least (floor((q-1)/W) + 1) L_j + ((q-1) mod W) tau_k + the way to stage
         j and back. The largest over the stages, summed over the flushes (m = S base +
-        extra: ``extra`` flushes of base + 1)."""
+        extra: ``extra`` flushes of base + 1). And every block of stages j..l inside
+        the pipeline, w = l - j + 1 of them, holds at most w micro-batches in its own
+        cycle: past the first w, each micro-batch adds r_jl = (sum_{j..l} row + 2
+        sum_{j..l-1} x) / w, the block's share of its round trip."""
         P = self.P
         base, extra = divmod(m, S)
+        flushes = [(q, count) for q, count in ((base + 1, extra), (base, S - extra)) if count]
         worst = 0.0
         for j in range(P):
             W = P - j
             around = sum(row[j:]) + 2.0 * sum(x[j:])
             before = sum(row[:j]) + 2.0 * sum(x[:j])
             total = 0.0
-            for q, count in ((base + 1, extra), (base, S - extra)):
+            for q, count in flushes:
                 if W < q:
                     total += count * (((q - 1) // W + 1) * around + ((q - 1) % W) * tau + before)
                 else:
                     total += count * (fill + (q - 1) * tau)
             worst = max(worst, total)
+            for l in range(j + 1, P - 1):           # blocks inside the pipeline, two stages or more
+                w = l - j + 1
+                r = (sum(row[j:l + 1]) + 2.0 * sum(x[j:l])) / w
+                total = sum(count * (fill + ((q - w) * r if w < q else (q - 1) * tau)) for q, count in flushes)
+                worst = max(worst, total)
         return worst
 
     def rings(self) -> list[float]:

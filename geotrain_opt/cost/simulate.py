@@ -235,3 +235,26 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     energy += evaluate(inst, plan).network_j          # same bytes cross regions
     return SimResult(T, pipeline, allreduce, energy, busy, wait, pipe_end, ops_log)
 
+
+# The model-vs-simulator guard: plans with at most this many operations are simulated
+# after a solve (about a second of Python at the limit), and a difference beyond
+# SIM_WARN_RTOL is reported.
+SIM_MAX_OPS = 200_000
+SIM_WARN_RTOL = 0.10
+
+
+def simulation_check(inst: Instance, plan: Plan, analytic_s: float, max_ops: int = SIM_MAX_OPS) -> dict | None:
+    """The plan's simulated iteration time against the analytic one (None: too many
+    operations to simulate cheaply): ``{"time_s", "analytic_s", "error", "warning"}``,
+    ``error`` = simulated / analytic - 1, ``warning`` when it passes SIM_WARN_RTOL."""
+    ops = 2 * plan.stages * sum(plan.micro_batches) + 2 * max(plan.replicas - 1, 0) * plan.replicas * plan.stages
+    if ops > max_ops or analytic_s <= 0:
+        return None
+    sim = simulate(inst, plan).time_s
+    err = sim / analytic_s - 1.0
+    out = {"time_s": sim, "analytic_s": analytic_s, "error": err, "operations": ops}
+    if abs(err) > SIM_WARN_RTOL:
+        out["warning"] = (f"the simulator times this plan at {sim:.6g} s, {err:+.1%} from the cost model's "
+                          f"{analytic_s:.6g} s: the model misses part of this schedule (formulations/simulator.md)")
+    return out
+

@@ -117,7 +117,21 @@ def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarra
         q, count = q[..., None], count[..., None]
         win = (np.floor((q - 1.0) / W) + 1.0) * around + np.mod(q - 1.0, W) * tau[..., None] + before
         total += count * np.where(W < q, win, fill[..., None] + (q - 1.0) * tau[..., None])
-    return total.max(axis=-1)
+    out = total.max(axis=-1)
+    if P > 2:
+        # blocks j..l inside the pipeline (2 <= w = l - j + 1, l < P - 1): past the first w
+        # micro-batches each adds the block's share of its round trip, r = cycle / w
+        cum = np.concatenate([pad, np.cumsum(row + hops, axis=-1)], axis=-1)      # (..., P+1)
+        jj, ll = np.triu_indices(P - 1, k=1)                                       # j < l <= P-2
+        w = (ll - jj + 1).astype(float)
+        # sum_{j..l} row + 2 sum_{j..l-1} x = cum[l+1] - cum[j] - 2 x_l
+        r = (cum[..., ll + 1] - cum[..., jj] - hops[..., ll]) / w
+        block = np.zeros(r.shape)
+        for q, count in ((base + 1.0, extra), (base, S - extra)):
+            q, count = q[..., None], count[..., None]
+            block += count * (fill[..., None] + np.where(w < q, (q - w) * r, (q - 1.0) * tau[..., None]))
+        out = np.maximum(out, block.max(axis=-1))
+    return out
 
 
 def ring_time(a: "InstanceArrays", D: int, N: Num, inv_beta_max: Num, alpha_max: Num) -> Num:

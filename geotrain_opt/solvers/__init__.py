@@ -64,10 +64,18 @@ def build_options(solver: str, extra: Mapping[str, Any] | None = None, *, option
 
 def run(name: str, inst: Any, opts: SolveOptions) -> Any:
     """The one solve pipeline of the API and the CLI: the solver, then the instance's
-    certified lower bound and the gap to it attached to the result (any solver)."""
+    certified lower bound and the gap to it attached to the result (any solver), and
+    the plan simulated (``stats["simulation"]``, with a warning where the simulator
+    and the cost model differ by more than 10 %) when that is cheap."""
     from geotrain_opt.bounds import attach_bound
+    from geotrain_opt.cost.simulate import simulation_check
     res = get(name)(inst, opts)
     attach_bound(inst, res)
+    if res.plan is not None and res.evaluation is not None:
+        # the analytic model checked against the schedule's semantics, where that is cheap
+        sim = simulation_check(inst, res.plan, res.evaluation.time_s)
+        if sim is not None:
+            res.stats["simulation"] = sim
     return res
 
 

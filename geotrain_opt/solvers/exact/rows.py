@@ -327,6 +327,20 @@ class _Model:
                 else:
                     terms += _scaled(fill, float(count)) + [(float(count * (q - 1)), tau[k])]
             rows.append(terms)
+        # blocks j..l inside the pipeline (2 <= w <= base, l < P - 1): past the first w
+        # micro-batches of a flush each adds the block's share of its round trip
+        flushes = [(q, count) for q, count in ((base + 1, extra), (base, S - extra)) if count]
+        for j in range(P):
+            for l in range(j + 1, P - 1):
+                w = l - j + 1
+                if w >= base + (1 if extra else 0):
+                    break
+                cycle = [r for i in range(j, l + 1) for r in row(i)] + [(2.0, lk[k, i]) for i in range(j, l)]
+                terms = []
+                for q, count in flushes:
+                    terms += _scaled(fill, float(count))
+                    terms += _scaled(cycle, count * (q - w) / w) if w < q else [(float(count * (q - 1)), tau[k])]
+                rows.append(terms)
         return rows
 
     def memory(self) -> None:
