@@ -87,6 +87,7 @@ def instance_schema() -> dict[str, Any]:
                                 "micro_batch")},
         "precision_bytes": _int("precision_bytes"),
         "recompute": {"enum": ["none", "full"]},
+        "attention": {"enum": ["standard", "flash"], "description": "model.md §1: flash keeps no attention scores"},
         "micro_batch_options": {"type": "array", "items": {"type": "integer", "minimum": 1},
                                 "description": "micro-batch sizes a plan may choose (model.md §11)"},
         "recompute_options": {"type": "array", "items": {"enum": ["none", "full"]},

@@ -35,7 +35,7 @@ _TOP = {"name", "description", "source", "model", "gpu_types", "devices", "netwo
         "options", "objective", "carbon_g_per_kwh"}
 _MODEL = {"preset", "layers", "hidden", "heads", "seq_len", "vocab", "ffn_hidden", "global_batch",
           "micro_batch", "precision_bytes", "recompute", "state_bytes", "grad_bytes", "layer_overrides",
-          "micro_batch_options", "recompute_options"}
+          "micro_batch_options", "recompute_options", "attention"}
 _GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source", "price_per_hour", "clocks"}
 _DEVICE = {"id", "type", "region", "node", "count", "id_prefix", "gpus_per_node", "nic_gbps"} | (_GPU - {"source"})
 _LINK = {"latency_ms", "bandwidth_gbps"}

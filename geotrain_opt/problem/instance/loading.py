@@ -181,6 +181,7 @@ def _read_model(r: _Reader) -> Model:
         raise InstanceError("model.global_batch", f"global batch {gb} is not a multiple of micro_batch {mb}")
     prec = r.integer("precision_bytes", 2)
     recompute = r.choice("recompute", ("none", "full"), "none")
+    attention = r.choice("attention", ("standard", "flash"), "standard")
     state = r.number("state_bytes", 16.0, positive=True)
     grad = r.number("grad_bytes", 2.0, positive=True)
     scale: list[tuple[float, float, float]] = []
@@ -223,7 +224,7 @@ def _read_model(r: _Reader) -> Model:
         rc_opts.append(v)
     return Model(layers, hidden, heads, seq_len, vocab, ffn, gb, mb, prec, recompute, state, grad,
                  preset=r.get("preset"), layer_scale=tuple(scale), micro_batch_options=tuple(mb_opts),
-                 recompute_options=tuple(rc_opts))
+                 recompute_options=tuple(rc_opts), attention=attention)
 
 
 def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:

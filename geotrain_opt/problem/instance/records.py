@@ -31,6 +31,8 @@ class Model:
     # §11: the micro-batch sizes and recomputation modes a plan may choose (besides the above)
     micro_batch_options: tuple[int, ...] = ()
     recompute_options: tuple[str, ...] = ()
+    # model.md §1: "flash" keeps no attention scores (fused attention), "standard" keeps them
+    attention: str = "standard"
 
     def choices(self) -> list[tuple[int, str]]:
         """Every (micro_batch, recompute) a plan may take; the model's own first."""
@@ -58,6 +60,8 @@ class Model:
         b, s, h, a = self.micro_batch, self.seq_len, self.hidden, self.heads
         if self.recompute == "full":
             return 2.0 * s * b * h
+        if self.attention == "flash":       # no softmax input/output or dropout mask of the scores
+            return 34.0 * s * b * h
         return s * b * h * (34.0 + 5.0 * a * s / h)
 
     def boundary_bytes(self) -> float:
