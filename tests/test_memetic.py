@@ -164,7 +164,9 @@ def test_islands_are_deterministic_and_migrate():
     a, b = get("memetic")(inst, SolveOptions(**opts)), get("memetic")(inst, SolveOptions(**opts))
     assert a.plan.grid == b.plan.grid and a.objective_value == b.objective_value
     one = get("memetic")(inst, SolveOptions(time_limit_s=60, seed=4, extra={"generations": 25}))
-    assert a.stats["evaluations"] > 2 * one.stats["evaluations"]       # three populations did the work
+    # three populations did more work than one (most evaluations are local search, whose
+    # amount follows the landscape: 1.6x one population's under cost model v3, 3.2x under v2)
+    assert a.stats["evaluations"] > one.stats["evaluations"]
     exact = get("cpsat")(inst, SolveOptions(time_limit_s=60))
     assert a.objective_value == pytest.approx(exact.objective_value, rel=1e-6)
     r = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "solve", str(INSTANCES / "tiny-4gpu-2region.yaml"),
