@@ -194,11 +194,15 @@ class _Terms:
         P = self.P
         base, extra = divmod(m, S)
         flushes = [(q, count) for q, count in ((base + 1, extra), (base, S - extra)) if count]
+        hop = [2.0 * v for v in x] + [0.0]              # 2 x_l, none after the last stage
+        # way[i] = sum_{l<i} (row_l + 2 x_l): the way from stage 0 to stage i and back
+        way = [0.0]
+        for l in range(P):
+            way.append(way[-1] + row[l] + hop[l])
         worst = 0.0
         for j in range(P):
             W = P - j
-            around = sum(row[j:]) + 2.0 * sum(x[j:])
-            before = sum(row[:j]) + 2.0 * sum(x[:j])
+            around, before = way[P] - way[j], way[j]      # round trip from j; the way to j
             total = 0.0
             for q, count in flushes:
                 if W < q:
@@ -208,7 +212,7 @@ class _Terms:
             worst = max(worst, total)
             for l in range(j + 1, P - 1):           # blocks inside the pipeline, two stages or more
                 w = l - j + 1
-                r = (sum(row[j:l + 1]) + 2.0 * sum(x[j:l])) / w
+                r = (way[l + 1] - way[j] - hop[l]) / w      # sum_{j..l} row + 2 sum_{j..l-1} x, per stage
                 total = sum(count * (fill + ((q - w) * r if w < q else (q - 1) * tau)) for q, count in flushes)
                 worst = max(worst, total)
         return worst
