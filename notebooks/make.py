@@ -70,7 +70,10 @@ t0 = 2 * w / speed['e0']                                  # layers 0-1 on e0
 t1 = (2 * w + head) / speed['w0']                         # layers 2-3 and the head on w0
 x = 10e-3 + A / 1e9                                       # one hop east -> west
 tau = max(t0, t1, A / 1e9)
-T_hand = t0 + t1 + 2 * x + (4 - 1) * tau
+T_v2 = t0 + t1 + 2 * x + (4 - 1) * tau                    # fill + three periods (cost model v2)
+# 1F1B: stage 0 holds at most 2 of the 4 micro-batches, so each pair waits one round trip
+L0 = t0 + t1 + 2 * x
+T_hand = max(T_v2, 2 * L0 + 1 * tau)                      # model.md §3.1 (v3)
 ev = gt.evaluate(inst, gt.Plan.make([['e0', 'w0']], [0, 2, 4], [4]))
 print(f't0 = {t0*1e3:.3f} ms, t1 = {t1*1e3:.3f} ms, hop {x*1e3:.3f} ms; by hand T = {T_hand*1e3:.4f} ms, '
       f'evaluator T = {ev.time_s*1e3:.4f} ms, E = {ev.energy_j:.3f} J')
