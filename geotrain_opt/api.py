@@ -35,7 +35,7 @@ def _options(solver: str, time_limit: float, seed: int, workers: int, hint: Plan
 def solve(inst: Instance | str | Path, solver: str = "memetic", *, time_limit: float = 60.0, seed: int = 0,
           workers: int = 2, hint: Plan | None = None, progress: bool = False, **options: Any) -> SolverResult:
     """Best plan ``solver`` finds within ``time_limit`` seconds (``"optimal"`` status: proven);
-    ``best_bound``/``gap``: a certified lower bound (bounds.py, or the exact solver's
+    ``best_bound``/``gap``: a certified lower bound (geotrain_opt/bounds/, or the exact solver's
     own) and how far at most the plan is from optimal."""
     inst = _instance(inst)
     return solvers.run(solver, inst, _options(solver, time_limit, seed, workers, hint, progress, options))

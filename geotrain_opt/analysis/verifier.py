@@ -8,7 +8,7 @@ For one instance it runs the requested solvers and checks that
     formulation or a wrong proof), and an instance one exact method proves
     infeasible has no feasible plan from any other;
 (c) each heuristic's gap to the proven optimum, and for every plan its
-    *certified* gap to the instance's lower bound (bounds.py, independent of
+    *certified* gap to the instance's lower bound (geotrain_opt/bounds/, independent of
     every solver), which exists at any size; a plan below that bound is an
     inconsistency too (a wrong bound).
 Anything that fails is an *inconsistency*; the CLI exits non-zero on any.
@@ -51,7 +51,7 @@ class Verification:
     objective: str
     runs: list[SolverRun] = field(default_factory=list)
     optimum: float | None = None
-    bound: float | None = None              # the instance's lower bound (bounds.py)
+    bound: float | None = None              # the instance's lower bound (geotrain_opt/bounds/)
     inconsistencies: list[str] = field(default_factory=list)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)    # solver -> plan it returned
 
