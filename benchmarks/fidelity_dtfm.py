@@ -108,7 +108,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/fidelity_dtfm.md")
     args = ap.parse_args()
-    lines = ["# Cost model v2 against DT-FM's measured runs", "",
+    lines = ["# Cost model v3 against DT-FM's measured runs", "",
              "`python benchmarks/fidelity_dtfm.py` (errors = predicted / measured - 1).", ""]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -132,6 +132,9 @@ def main() -> int:
             lines.append(f"| {name} | {cal['gpu_types'][dtfm.GPU]['efficiency']:.4f} | "
                          f"{cal.get('options', {}).get('exposed_comm', 0.5):.3f} | {e['median_abs_rel_err']:.1%} | "
                          f"{e['worst_rel_err']:+.1%} | {m['median_abs_rel_err']:.1%} |")
+        lines += ["", "What `calibrate` said of each fit:", ""]
+        for i, (name, cal) in enumerate(fits.items()):
+            lines += [f"- fit {i + 1} ({name}): " + ("; ".join(cal["warnings"]) or "no warning")]
         lines += ["", "Per point:", "", "| run | measured s | " + " | ".join(f"fit {i + 1}" for i in range(len(fits))) + " |",
                   "|---|---|" + "---|" * len(fits)]
         for i, (r, lab) in enumerate(zip(runs, labels)):

@@ -42,6 +42,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     runs = read_runs(args.runs)
     fit = tuple(f.strip() for f in args.fit.split(",") if f.strip())
     cal = calibrate(runs, fit)
+    for w in cal["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     text = json.dumps(cal, indent=2)
     if args.out:
         from geotrain_opt.common.outputs import write_text

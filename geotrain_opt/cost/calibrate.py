@@ -1,11 +1,19 @@
-"""Fit the cost model to measured iterations: GPU efficiencies and exposed communication.
+"""Fit the cost model to measured iterations: GPU efficiency curves and exposed communication.
 
 A user with a few measured iterations of their own cluster (``RUNS.csv``:
 ``instance,plan,measured_s``, paths relative to the CSV) gets the model fitted to
-them: the achievable fraction of peak of every GPU type the runs use, and the
-exposed-communication fraction kappa, by bounded least squares on the relative
-error (scipy's ``least_squares``). ``apply_calibration`` puts a fit into an
-instance; ``solve``/``evaluate --calibration`` do that before anything else.
+them: for every GPU type the runs use, its saturated fraction of peak
+(``efficiency``) and the tokens per micro-batch at which it reaches half of that
+(``half_tokens``, model.md §1), and the exposed-communication fraction kappa, by
+bounded least squares on the relative error (scipy's ``least_squares``).
+
+A parameter the runs cannot pin down is not fitted silently: one that no run
+varies (a curve measured at one micro-batch size, kappa without a pipeline link)
+is held at its given value, fewer runs than parameters is an error, as many is a
+warning (the fit is then exact by construction), and after the fit the Jacobian's
+near-null directions name the parameters the runs leave loose (model.md §7).
+``apply_calibration`` puts a fit into an instance; ``solve``/``evaluate
+--calibration`` do that before anything else.
 """
 from __future__ import annotations
 
@@ -22,7 +30,11 @@ from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.problem.plan import Plan
 
-FITTABLE = ("efficiency", "exposed_comm")
+FITTABLE = ("efficiency", "half_tokens", "exposed_comm")
+TYPE_FIELDS = ("efficiency", "half_tokens")        # fitted per GPU type
+# a direction of the scaled Jacobian this much weaker than the strongest moves the
+# fit's error by under a millionth of what the strongest does: the runs leave it loose
+LOOSE_RATIO = 1e-3
 
 
 @dataclass
@@ -65,10 +77,108 @@ def read_runs(path: str | Path) -> list[Run]:
     return runs
 
 
+@dataclass(frozen=True)
+class Param:
+    """One fitted number: its field, its GPU type (None: an option), start and range."""
+    name: str
+    gpu_type: str | None
+    x0: float
+    lo: float
+    hi: float
+    scale: float                 # its typical size, to compare sensitivities
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} of {self.gpu_type}" if self.gpu_type else self.name
+
+
+def _tokens(run: Run) -> float:
+    """Tokens per micro-batch of a run (its plan's micro-batch choice, §11)."""
+    m = run.instance.model
+    return float((run.plan.micro_batch or m.micro_batch) * m.seq_len)
+
+
+def identifiable(runs: list[Run], fit: tuple[str, ...], warnings: list[str]) -> list[Param]:
+    """The parameters asked for that the runs can identify at all; each one held
+    instead gets a line in ``warnings`` saying why."""
+    by_type: dict[str, list[Run]] = {}
+    for r in runs:
+        for t in dict.fromkeys(r.instance.devices[r.instance.index[g]].type for g in r.plan.devices):
+            by_type.setdefault(t, []).append(r)
+    params = []
+    for t, used in by_type.items():
+        d = next(d for d in used[0].instance.devices if d.type == t)
+        tokens = sorted({_tokens(r) for r in used})
+        if "efficiency" in fit:
+            params.append(Param("efficiency", t, d.efficiency, 0.01, 1.0, 0.5))
+        if "half_tokens" in fit:
+            if len(tokens) < 2:
+                warnings.append(f"half_tokens of {t} held at {d.half_tokens:g}: every run gives {t} micro-batches "
+                                f"of {tokens[0]:g} tokens, so a curve and a constant fit alike (measure two "
+                                "micro-batch sizes or more)")
+            else:
+                params.append(Param("half_tokens", t, d.half_tokens, 0.0, 100.0 * tokens[-1], float(np.median(tokens))))
+    if "exposed_comm" in fit:
+        if all(r.plan.stages == 1 for r in runs):
+            warnings.append(f"exposed_comm held at {runs[0].instance.options.exposed_comm:g}: no run has a "
+                            "pipeline link, so no run depends on it")
+        else:
+            params.append(Param("exposed_comm", None, runs[0].instance.options.exposed_comm, 0.0, 1.0, 0.5))
+    return params
+
+
+def _starts(params: list[Param]) -> list[np.ndarray]:
+    """The given values, then kappa at both ends and each curve at its runs' median
+    tokens: the model is piecewise smooth, a local fit depends on where it starts."""
+    lo, hi = np.array([p.lo for p in params]), np.array([p.hi for p in params])
+    x0 = np.clip(np.array([p.x0 for p in params], dtype=float), lo + 1e-9, hi - 1e-9)
+    starts = [x0]
+    for i, p in enumerate(params):
+        alts = (0.1, 0.9) if p.name == "exposed_comm" else (p.scale,) if p.name == "half_tokens" else ()
+        for v in alts:
+            for x in list(starts):
+                y = x.copy()
+                y[i] = v
+                starts.append(y)
+    return starts
+
+
+def _cal(params: list[Param], x: np.ndarray, base: dict[str, Any]) -> dict[str, Any]:
+    cal = json.loads(json.dumps(base))
+    for p, v in zip(params, x):
+        if p.gpu_type is None:
+            cal.setdefault("options", {})[p.name] = float(v)
+        else:
+            cal.setdefault("gpu_types", {}).setdefault(p.gpu_type, {})[p.name] = float(v)
+    return cal
+
+
+def loose(params: list[Param], x: np.ndarray, jac: np.ndarray) -> list[str]:
+    """Lines naming the parameters the runs leave loose at the fit ``x``: the
+    Jacobian of the relative errors, each column scaled by its parameter's size,
+    has a direction (a combination of parameters) along which the error barely
+    moves; the parameters that make up most of it are named together."""
+    size = np.array([max(abs(v), p.scale) for p, v in zip(params, x)])
+    J = np.asarray(jac, dtype=float) * size[None, :]
+    strength = np.linalg.norm(J, axis=0)
+    top = float(strength.max()) if strength.size else 0.0
+    out = [f"{p.label} is not determined by the runs (their times do not depend on it at the fit)"
+           for p, s in zip(params, strength) if s <= LOOSE_RATIO * top]
+    if top == 0.0 or len(params) < 2:
+        return out
+    _, sv, vt = np.linalg.svd(J, full_matrices=False)
+    if sv[-1] <= LOOSE_RATIO * sv[0] and not out:
+        v = np.abs(vt[-1])
+        names = [params[i].label for i in np.argsort(-v) if v[i] >= 0.3 * v.max()]
+        out.append(f"{' and '.join(names)} are not separately determined by the runs (changed together they "
+                   "fit as well): measure runs that vary them apart, or fit fewer")
+    return out
+
+
 def apply_calibration(inst: Instance, cal: dict[str, Any]) -> Instance:
-    """The instance with fitted efficiencies (by GPU type) and options."""
-    eff = {t: float(v["efficiency"]) for t, v in cal.get("gpu_types", {}).items() if "efficiency" in v}
-    devices = [replace(d, efficiency=eff[d.type]) if d.type in eff else d for d in inst.devices]
+    """The instance with fitted efficiencies and curves (by GPU type) and options."""
+    fitted = {t: {k: float(v[k]) for k in TYPE_FIELDS if k in v} for t, v in cal.get("gpu_types", {}).items()}
+    devices = [replace(d, **fitted[d.type]) if fitted.get(d.type) else d for d in inst.devices]
     opts = cal.get("options", {})
     out = replace(inst, devices=devices, _cache={})
     return out.with_options(**opts) if opts else out
@@ -82,11 +192,16 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
     if not isinstance(cal, dict):
         raise InstanceError("<calibration>", "expected a JSON object")
     for t, v in cal.get("gpu_types", {}).items():
-        e = v.get("efficiency") if isinstance(v, dict) else None
-        if not isinstance(e, (int, float)) or not 0 < e <= 1:
+        if not isinstance(v, dict):
+            raise InstanceError(f"<calibration>.gpu_types.{t}", "expected an object")
+        e = v.get("efficiency", 0.5)
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
             raise InstanceError(f"<calibration>.gpu_types.{t}.efficiency", f"must be in (0, 1], got {e!r}")
+        h = v.get("half_tokens", 0.0)
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
+            raise InstanceError(f"<calibration>.gpu_types.{t}.half_tokens", f"must be a number >= 0, got {h!r}")
     k = cal.get("options", {}).get("exposed_comm", 0.5)
-    if not isinstance(k, (int, float)) or not 0 <= k <= 1:
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 <= k <= 1:
         raise InstanceError("<calibration>.options.exposed_comm", f"must be in [0, 1], got {k!r}")
     unknown = set(cal.get("options", {})) - {"exposed_comm"}
     if unknown:
@@ -98,26 +213,6 @@ def predict(runs: list[Run], cal: dict[str, Any]) -> np.ndarray:
     return np.array([evaluate(apply_calibration(r.instance, cal), r.plan).time_s for r in runs])
 
 
-def _types_used(runs: list[Run]) -> list[str]:
-    seen: dict[str, None] = {}
-    for r in runs:
-        for g in r.plan.devices:
-            seen.setdefault(r.instance.devices[r.instance.index[g]].type, None)
-    return list(seen)
-
-
-def _cal(types: list[str], fit: tuple[str, ...], x: np.ndarray, base: dict[str, Any]) -> dict[str, Any]:
-    cal = json.loads(json.dumps(base))
-    i = 0
-    if "efficiency" in fit:
-        for t in types:
-            cal.setdefault("gpu_types", {})[t] = {"efficiency": float(x[i])}
-            i += 1
-    if "exposed_comm" in fit:
-        cal.setdefault("options", {})["exposed_comm"] = float(x[i])
-    return cal
-
-
 def fit_errors(runs: list[Run], cal: dict[str, Any]) -> dict[str, Any]:
     rel = predict(runs, cal) / np.array([r.measured_s for r in runs]) - 1.0
     worst = int(np.argmax(np.abs(rel)))
@@ -126,43 +221,37 @@ def fit_errors(runs: list[Run], cal: dict[str, Any]) -> dict[str, Any]:
 
 
 def calibrate(runs: list[Run], fit: tuple[str, ...] = FITTABLE, base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Least squares on relative error over the fitted parameters; returns the calibration."""
+    """Least squares on relative error over the parameters the runs identify; returns
+    the calibration, with ``warnings`` naming every parameter held or left loose."""
     from scipy.optimize import least_squares
     unknown = set(fit) - set(FITTABLE)
     if unknown or not fit:
         raise InstanceError("--fit", f"choose from {', '.join(FITTABLE)}, got {', '.join(sorted(unknown)) or 'nothing'}")
+    warnings: list[str] = []
+    params = identifiable(runs, fit, warnings)
+    if not params:
+        raise InstanceError("--fit", "the runs identify none of the parameters asked for: " + "; ".join(warnings))
+    if len(params) > len(runs):
+        raise InstanceError("--fit", f"{len(params)} parameters ({', '.join(p.label for p in params)}) but only "
+                                     f"{len(runs)} measured run(s): measure more or fit fewer (--fit)")
+    if len(params) == len(runs):
+        n = len(params)
+        warnings.append(f"{n} parameter{'s' * (n > 1)} on {n} run{'s' * (n > 1)}: the fit reproduces the runs by construction, "
+                        "so its error says nothing of the model's; hold runs out to validate")
     base = base or {}
-    types = _types_used(runs)
-    x0, lo, hi = [], [], []
-    if "efficiency" in fit:
-        for t in types:
-            d = next(d for r in runs for d in r.instance.devices if d.type == t)
-            x0.append(d.efficiency)
-            lo.append(0.01)
-            hi.append(1.0)
-    if "exposed_comm" in fit:
-        x0.append(runs[0].instance.options.exposed_comm)
-        lo.append(0.0)
-        hi.append(1.0)
-    if len(x0) > len(runs):
-        raise InstanceError("--fit", f"{len(x0)} parameters but only {len(runs)} measured run(s)")
     meas = np.array([r.measured_s for r in runs])
-    x0 = np.clip(np.array(x0, dtype=float), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
+    lo, hi = np.array([p.lo for p in params]), np.array([p.hi for p in params])
 
     def resid(x: np.ndarray) -> np.ndarray:
-        return predict(runs, _cal(types, fit, x, base)) / meas - 1.0
+        return predict(runs, _cal(params, x, base)) / meas - 1.0
 
-    # the model is piecewise smooth (max terms): start from the given values and,
-    # for kappa, from both ends too, and keep the best local fit
-    starts = [x0]
-    if "exposed_comm" in fit:
-        for k in (0.1, 0.9):
-            x = x0.copy()
-            x[-1] = k
-            starts.append(x)
+    # the model is piecewise smooth (max terms): start from the given values and
+    # from the ends of the loose ones, and keep the best local fit
     sols = [least_squares(resid, x, bounds=(lo, hi), x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12)
-            for x in starts]
+            for x in _starts(params)]
     sol = min(sols, key=lambda r: r.cost)
-    cal = _cal(types, fit, sol.x, base)
+    warnings += loose(params, sol.x, sol.jac)
+    cal = _cal(params, sol.x, base)
     cal["fit"] = fit_errors(runs, cal)
+    cal["warnings"] = warnings
     return cal

@@ -69,7 +69,7 @@ def describe_instance(inst: Instance) -> str:
     priced, carbon = inst.priced, inst.carbon_priced
     for (region, typ), cnt in sorted(groups.items()):
         devs = [d for d in inst.devices if d.region == region and d.type == typ]
-        rows.append([region, typ, str(cnt), f"{sum(d.speed for d in devs) / 1e12:,.1f}",
+        rows.append([region, typ, str(cnt), f"{sum(a.speed[inst.index[d.id]] for d in devs) / 1e12:,.1f}",
                      _fmt_bytes(sum(d.mem_bytes for d in devs))]
                     + ([f"{sum(d.price_per_hour for d in devs):,.2f}"] if priced else [])
                     + ([f"{inst.carbon_region.get(region, 0.0):g}"] if carbon else []))
@@ -138,7 +138,7 @@ def describe_dict(inst: Instance) -> dict:
         "model": dict(model, parameters=m.total_params(), micro_batches=m.num_micro_batches),
         "options": asdict(inst.options), "objective": asdict(inst.objective),
         "groups": [{"region": r, "type": t, "count": c,
-                    "achievable_tflops": sum(d.speed for d in inst.devices if d.region == r and d.type == t) / 1e12}
+                    "achievable_tflops": float(sum(a.speed[g] for g, d in enumerate(inst.devices) if d.region == r and d.type == t)) / 1e12}
                    for (r, t), c in sorted(groups.items())],
         "price_usd_per_hour": {d.id: d.price_per_hour for d in inst.devices} if inst.priced else None,
         "carbon_g_per_kwh": dict(inst.carbon_region) if inst.carbon_priced else None,

@@ -58,7 +58,11 @@ _STR = {"type": "string", "minLength": 1}
 def instance_schema() -> dict[str, Any]:
     gpu = {
         "peak_tflops": _num("peak_tflops", positive=True, doc="dense peak at the model's precision, TFLOP/s"),
-        "efficiency": _num(positive=True, maximum=1, doc="achieved fraction of peak, in (0, 1]"),
+        "efficiency": _num(positive=True, maximum=1, doc="achieved fraction of peak, in (0, 1] (saturated, "
+                                                          "with half_tokens)"),
+        "half_tokens": _num("half_tokens", nonneg=True,
+                            doc="tokens per micro-batch at which the efficiency is half its value (model.md §1); "
+                                "default 0: constant"),
         "memory_gib": _num("memory_gib", positive=True),
         "busy_w": _num("busy_w", positive=True, doc="board power while computing, W"),
         "wait_w": _num("wait_w", nonneg=True, doc="board power while waiting, W (<= busy_w)"),

@@ -35,6 +35,9 @@ class GpuType:
     # lower clocks (fraction of the listed speed, board power while computing at it),
     # as the instance lists them; the listed speed and busy_w are always clock 1
     clocks: tuple[tuple[float, float], ...] = ()
+    # tokens per micro-batch at which the achieved efficiency is half of ``efficiency``
+    # (model.md §1: eff(n) = efficiency * n / (n + half_tokens)); 0: constant
+    half_tokens: float = 0.0
 
 
 def _g(name, peak, eff, mem, busy, wait, source):

@@ -68,7 +68,7 @@ class InstanceArrays:
         inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
         np.fill_diagonal(inv_beta, 0.0)
         arrs = InstanceArrays(
-            speed=np.array([d.speed for d in inst.devices]),
+            speed=np.array([d.speed_at(m.micro_batch * m.seq_len) for d in inst.devices]),
             mem_cap=np.array([d.mem_bytes for d in inst.devices]) * inst.options.memory_headroom,
             p_busy=np.array([d.busy_w for d in inst.devices]) * pue,
             p_wait=np.array([d.wait_w for d in inst.devices]) * pue,

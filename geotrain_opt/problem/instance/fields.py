@@ -28,6 +28,7 @@ LIMITS: dict[str, float] = {
     "time_ref_s": 1e12, "energy_ref_j": 1e18, "max_time_s": 1e12, "max_energy_j": 1e18,
     "price_per_hour": 1e6, "egress_usd_per_gb": 1e6, "carbon_g_per_kwh": 1e5,
     "max_cost_usd": 1e15, "max_carbon_g": 1e18,
+    "half_tokens": 1e12,
 }
 
 
@@ -36,7 +37,7 @@ _TOP = {"name", "description", "source", "model", "gpu_types", "devices", "netwo
 _MODEL = {"preset", "layers", "hidden", "heads", "seq_len", "vocab", "ffn_hidden", "global_batch",
           "micro_batch", "precision_bytes", "recompute", "state_bytes", "grad_bytes", "layer_overrides",
           "micro_batch_options", "recompute_options", "attention"}
-_GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source", "price_per_hour", "clocks"}
+_GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source", "price_per_hour", "clocks", "half_tokens"}
 _DEVICE = {"id", "type", "region", "node", "count", "id_prefix", "gpus_per_node", "nic_gbps"} | (_GPU - {"source"})
 _LINK = {"latency_ms", "bandwidth_gbps"}
 

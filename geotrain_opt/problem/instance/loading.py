@@ -240,6 +240,7 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
         source=str(r.get("source", base.source if base else "instance file")),
         price_per_hour=r.number("price_per_hour", base.price_per_hour if base else 0.0, nonneg=True),
         clocks=base.clocks if base else (),
+        half_tokens=r.number("half_tokens", base.half_tokens if base else 0.0, nonneg=True),
     )
     if r.has("clocks"):
         spec = replace(spec, clocks=_read_clocks(r, spec))
@@ -332,7 +333,7 @@ def _read_devices(raw: Any, catalog: dict[str, GpuType]) -> list[Device]:
             node_nic.setdefault(node, (nic, did))
             out.append(Device(did, tname, units.tflops_to_flops(spec.peak_tflops), spec.efficiency,
                               units.gib_to_bytes(spec.memory_gib), spec.busy_w, spec.wait_w, region, node, nic,
-                              spec.price_per_hour, spec.clocks))
+                              spec.price_per_hour, spec.clocks, spec.half_tokens))
     return out
 
 

@@ -98,14 +98,20 @@ class Device:
     price_per_hour: float = 0.0      # USD per hour (formulations/model.md §9)
     # clock levels (fraction, busy W), level 0 = (1.0, busy_w), then lower clocks (§10)
     clocks: tuple[tuple[float, float], ...] = ()
+    half_tokens: float = 0.0         # §1: tokens per micro-batch at half the efficiency; 0: constant
 
     @property
     def levels(self) -> tuple[tuple[float, float], ...]:
         return ((1.0, self.busy_w),) + self.clocks
 
-    @property
-    def speed(self) -> float:
-        return self.peak_flops * self.efficiency
+    def efficiency_at(self, tokens: float) -> float:
+        """Achieved fraction of peak on micro-batches of ``tokens`` tokens (model.md §1):
+        GEMM throughput rises with the rows a kernel gets and saturates at ``efficiency``."""
+        return self.efficiency * tokens / (tokens + self.half_tokens) if self.half_tokens else self.efficiency
+
+    def speed_at(self, tokens: float) -> float:
+        """FLOP/s on micro-batches of ``tokens`` tokens (sigma_g of model.md §1)."""
+        return self.peak_flops * self.efficiency_at(tokens)
 
 
 @dataclass(frozen=True)
