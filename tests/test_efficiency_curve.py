@@ -43,6 +43,8 @@ def test_by_hand_on_one_device(tiny_dict):
     flat = curved(tiny_dict, 0.0)
     assert evaluate(flat, one).time_s == pytest.approx(evaluate(flat, two).time_s, rel=REL)
     assert inst.arrays.speed[inst.index["w1"]] == pytest.approx(50e12 * 0.25, rel=REL)
+    from geotrain_opt.io.describe import describe_instance
+    assert "fast 0.5 x n/(n + 1000), 0.25 at micro-batch 1" in describe_instance(inst)
 
 
 def test_a_curve_is_a_constant_at_each_size(tiny_dict):

@@ -295,7 +295,7 @@ class _Terms:
                 inflight = self.qk[k] if a.gpipe else min(P - j, self.qk[k])
                 mem = a.state_bytes * self.N[j] + self.act[j] * inflight
                 if j == P - 1:
-                    mem += a.logits * (inflight if self.inst.model.recompute == "none" else 1)
+                    mem += a.logits * (inflight if self.inst.model.recompute != "full" else 1)
                 memory[plan.grid[k][j]] = mem
                 if mem > a.mem_cap[g]:
                     violations.append(f"memory: {plan.grid[k][j]} (replica {k}, stage {j}) needs "

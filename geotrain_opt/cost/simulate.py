@@ -126,7 +126,7 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     f_of = {g: plan.clock(g) for g in plan.devices}
     grid = plan.grid_indices(inst.index)
     D, P, c = plan.replicas, plan.stages, plan.cuts
-    rf = 1.0 / (3 + (1 if m.recompute == "full" else 0))
+    rf = m.layer_forward_flop() / m.layer_work_flop()      # the forward share of a layer's work
     fwd, bwd = [], []
     for j in range(P):
         layers = float(sc.stage_work(a, c[j], c[j + 1], False))

@@ -44,6 +44,12 @@ def _lever_lines(inst: Instance) -> list[str]:
     if clocks:
         out.append("clocks: " + "; ".join(f"{t} " + ", ".join(f"{f:g} ({p:g} W)" for f, p in lv)
                                           for t, lv in sorted(clocks.items())))
+    curves = {d.type: d for d in inst.devices if d.half_tokens}
+    if curves:
+        n = inst.model.seq_len
+        out.append("efficiency curves (model.md §1): " + "; ".join(
+            f"{t} {d.efficiency:g} x n/(n + {d.half_tokens:g}), {d.efficiency_at(n * inst.model.micro_batch):.3g} "
+            f"at micro-batch {inst.model.micro_batch}" for t, d in sorted(curves.items())))
     if inst.has_choices:
         m = inst.model
         out.append(f"choices: micro-batch size {', '.join(map(str, sorted({b for b, _ in m.choices()})))}; "

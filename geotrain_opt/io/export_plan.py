@@ -104,6 +104,8 @@ def to_megatron(inst: Instance, plan: Plan) -> dict[str, Any]:
                  "--decoder-last-pipeline-num-layers", str(sizes[-1])]
     if inst.model.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
+    elif inst.model.recompute == "selective":
+        args += ["--recompute-granularity", "selective"]
     out = rank_map(inst, plan)
     out.update(format="megatron", args=args,
                note="launch the ranks in the rank map's order: Megatron places pipeline stages on "

@@ -93,8 +93,8 @@ class Plan:
         b, r = d.get("micro_batch"), d.get("recompute")
         if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
             raise PlanError("micro_batch", f"expected a positive integer, got {b!r}")
-        if r is not None and r not in ("none", "full"):
-            raise PlanError("recompute", f"must be none or full, got {r!r}")
+        if r is not None and r not in ("none", "full", "selective"):
+            raise PlanError("recompute", f"must be none, full or selective, got {r!r}")
         plan = replace(Plan.make(grid, d["cuts"], d["micro_batches"], clocks), micro_batch=b, recompute=r)
         unknown = sorted(set(dict(plan.clocks)) - set(plan.devices))
         if unknown:

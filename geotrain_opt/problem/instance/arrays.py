@@ -83,7 +83,7 @@ class InstanceArrays:
             gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",
             net_j_per_byte=inst.net_j_per_byte,
             kappa=inst.options.exposed_comm, steps=inst.options.accumulation_steps,
-            logits_per_inflight=m.recompute == "none",
+            logits_per_inflight=m.recompute != "full",
             **_clock_tables(inst, pue),
         )
         for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,

@@ -10,6 +10,7 @@ from geotrain_opt.errors import InstanceError
 SCHEDULES = ("1f1b", "gpipe")
 BATCH_SPLITS = ("uniform", "free")
 OBJECTIVES = ("time", "energy", "weighted", "cost", "carbon")
+RECOMPUTE = ("none", "full", "selective")
 
 
 # Largest accepted values (formulations/model.md §8, "ranges"): far above any real

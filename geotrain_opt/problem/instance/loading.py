@@ -15,7 +15,7 @@ from geotrain_opt.problem.catalog import GPU_CATALOG, MODEL_PRESETS, GpuType, de
 from geotrain_opt.errors import InstanceError
 from geotrain_opt.problem.instance.network import _read_network, read_egress
 from geotrain_opt.problem.instance.records import Device, Instance, Model, Objective, Options
-from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _MODEL, _TOP, BATCH_SPLITS, LIMITS,
+from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _MODEL, _TOP, BATCH_SPLITS, LIMITS, RECOMPUTE,
                                                   MAX_DEVICES, OBJECTIVES, SCHEDULES, _Reader)
 
 
@@ -180,7 +180,7 @@ def _read_model(r: _Reader) -> Model:
     if gb % mb:
         raise InstanceError("model.global_batch", f"global batch {gb} is not a multiple of micro_batch {mb}")
     prec = r.integer("precision_bytes", 2)
-    recompute = r.choice("recompute", ("none", "full"), "none")
+    recompute = r.choice("recompute", RECOMPUTE, "none")
     attention = r.choice("attention", ("standard", "flash"), "standard")
     state = r.number("state_bytes", 16.0, positive=True)
     grad = r.number("grad_bytes", 2.0, positive=True)
@@ -215,10 +215,10 @@ def _read_model(r: _Reader) -> Model:
     rc_opts: list[str] = []
     raw = r.get("recompute_options", [])
     if not isinstance(raw, list):
-        raise InstanceError("model.recompute_options", "expected a list of none, full")
+        raise InstanceError("model.recompute_options", f"expected a list of {', '.join(RECOMPUTE)}")
     for i, v in enumerate(raw):
-        if v not in ("none", "full"):
-            raise InstanceError(f"model.recompute_options[{i}]", f"must be one of none, full, got {v!r}")
+        if v not in RECOMPUTE:
+            raise InstanceError(f"model.recompute_options[{i}]", f"must be one of {', '.join(RECOMPUTE)}, got {v!r}")
         if v in rc_opts:
             raise InstanceError(f"model.recompute_options[{i}]", f"{v} listed twice")
         rc_opts.append(v)

@@ -50,7 +50,11 @@ class Model:
         return b * s * (8.0 * h * h + 4.0 * h * f + 4.0 * s * h)
 
     def layer_work_flop(self) -> float:
-        return (3 + (1 if self.recompute == "full" else 0)) * self.layer_forward_flop()
+        """Forward, backward (twice the forward) and what recomputation repeats: the
+        whole forward (full) or the attention core, QK^T and scores x V (selective)."""
+        extra = {"none": 0.0, "full": self.layer_forward_flop(),
+                 "selective": 4.0 * self.micro_batch * self.seq_len ** 2 * self.hidden}[self.recompute]
+        return 3.0 * self.layer_forward_flop() + extra
 
     def layer_params(self) -> float:
         h, f = self.hidden, self.ffn_hidden
@@ -60,7 +64,9 @@ class Model:
         b, s, h, a = self.micro_batch, self.seq_len, self.hidden, self.heads
         if self.recompute == "full":
             return 2.0 * s * b * h
-        if self.attention == "flash":       # no softmax input/output or dropout mask of the scores
+        if self.attention == "flash" or self.recompute == "selective":
+            # no softmax input/output or dropout mask of the scores: fused attention
+            # never stores them, selective recomputation recomputes them
             return 34.0 * s * b * h
         return s * b * h * (34.0 + 5.0 * a * s / h)
 
