@@ -32,8 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import yaml
+from report_file import write_report
 
 from geotrain_opt.problem import dtfm_scenarios as dtfm
 from geotrain_opt.cost.calibrate import apply_calibration, calibrate, fit_errors, predict, read_runs
@@ -169,10 +169,7 @@ def main() -> int:
                                  [inst.model.num_micro_batches // 8] * 8)
                 cells = [f"{evaluate(apply_calibration(inst, cal), plan).time_s:.2f}" for cal in fits.values()]
                 lines.append(f"| dtfm-case{case}-L{L}-B{B} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    write_report(args.out, lines)
     return 0
 
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from pathlib import Path
-
 import numpy as np
+from report_file import write_report
 
 from geotrain_opt import evaluate, instance_from_dict
 from geotrain_opt.cost.simulate import simulate
@@ -97,10 +96,7 @@ def main() -> int:
     for name, r in regret.items():
         if r:
             lines.append(f"| {name} | {len(r)} | {statistics.median(r):.1%} | {max(r):.1%} |")
-    text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    write_report(args.out, lines)
     return 0
 
 
