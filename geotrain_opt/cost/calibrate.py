@@ -128,15 +128,20 @@ def identifiable(runs: list[Run], fit: tuple[str, ...], warnings: list[str]) -> 
 
 
 def _starts(params: list[Param]) -> list[np.ndarray]:
-    """The given values, then kappa at both ends and each curve at its runs' median
-    tokens: the model is piecewise smooth, a local fit depends on where it starts."""
+    """The given values, the curves all at their runs' median tokens, each with kappa
+    as given and at both ends (at most 6 starts, whatever the number of GPU types):
+    the model is piecewise smooth, a local fit depends on where it starts."""
     lo, hi = np.array([p.lo for p in params]), np.array([p.hi for p in params])
     x0 = np.clip(np.array([p.x0 for p in params], dtype=float), lo + 1e-9, hi - 1e-9)
     starts = [x0]
-    for i, p in enumerate(params):
-        alts = (0.1, 0.9) if p.name == "exposed_comm" else (p.scale,) if p.name == "half_tokens" else ()
-        for v in alts:
-            for x in list(starts):
+    curves = [i for i, p in enumerate(params) if p.name == "half_tokens"]
+    if curves:
+        y = x0.copy()
+        y[curves] = [params[i].scale for i in curves]
+        starts.append(y)
+    for i in (i for i, p in enumerate(params) if p.name == "exposed_comm"):
+        for x in list(starts):
+            for v in (0.1, 0.9):
                 y = x.copy()
                 y[i] = v
                 starts.append(y)
