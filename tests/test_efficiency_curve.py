@@ -117,7 +117,7 @@ def _runs(tmp_path, tiny_dict, sizes):
 
 
 def test_calibrate_recovers_the_curves(tmp_path, tiny_dict):
-    cal = calibrate(_runs(tmp_path, tiny_dict, (1, 2)))
+    cal = calibrate(_runs(tmp_path, tiny_dict, (1, 2)), ("efficiency", "half_tokens", "exposed_comm"))
     for t, v in TRUE["gpu_types"].items():
         assert cal["gpu_types"][t]["efficiency"] == pytest.approx(v["efficiency"], rel=1e-4), t
         assert cal["gpu_types"][t]["half_tokens"] == pytest.approx(v["half_tokens"], rel=1e-3), t
@@ -128,7 +128,7 @@ def test_calibrate_recovers_the_curves(tmp_path, tiny_dict):
 def test_one_micro_batch_size_cannot_identify_a_curve(tmp_path, tiny_dict):
     """At one size a curve is indistinguishable from a constant: held (at 0, the
     instance's), said so, and the efficiency fitted is the curve's value there."""
-    cal = calibrate(_runs(tmp_path, tiny_dict, (2,)))
+    cal = calibrate(_runs(tmp_path, tiny_dict, (2,)), ("efficiency", "half_tokens", "exposed_comm"))
     assert "half_tokens" not in cal["gpu_types"]["fast"]
     assert sum("half_tokens of" in w and "held" in w for w in cal["warnings"]) == 2
     assert cal["gpu_types"]["fast"]["efficiency"] == pytest.approx(0.6 * 2000 / 3200, rel=1e-4)

@@ -112,12 +112,14 @@ def solved(inst, plan, backend, what):
         S_k, _q = (int(x) for x in sc.flushes(a, m))
         t = np.array([val(V["t"][k, j]) for j in range(P)])
         x = np.array([val(V["lk"][k, j]) for j in range(P - 1)])
-        o = np.concatenate([[0.0], [val(V["oc"][k, j]) for j in range(P - 1)], [0.0]])
-        fill = t.sum() + 2 * x.sum()
+        # exposed time of each hop: its own variable with a host stack, else kappa o
+        e = [val(V["ex"][k, j]) if (k, j) in V["ex"] else a.kappa * val(V["oc"][k, j]) for j in range(P - 1)]
+        e = np.concatenate([[0.0], e, [0.0]])
+        row = t + 2 * (e[:-1] + e[1:])
+        fill = row.sum() + 2 * x.sum()          # the fill passes every stage's row (model.md §3)
         tau = val(V["tau"][k])
         T_k = S_k * fill + (m - S_k) * tau
         if not a.gpipe:       # 1F1B's window (model.md §3.1) on the model's own values
-            row = t + 2 * a.kappa * (o[:-1] + o[1:])
             T_k = max(T_k, float(sc.window_time(row[None], x[None], np.array([tau]), np.array([fill]),
                                                 np.array([float(m)]), np.array([float(S_k)]))[0]))
         Tk.append(T_k)
@@ -138,6 +140,8 @@ def run_case(seed: int, backend, rtol: float):
     d.setdefault("options", {})
     d["options"]["exposed_comm"] = float(rng.choice([0.0, 0.5, 1.0]))
     d["options"]["accumulation_steps"] = int(rng.choice([1, 2, 3]))
+    if seed % 2:        # the hosts' network stack on messages between nodes (model.md §3)
+        d["options"]["host_stack_gbps"] = float(rng.choice([2.0, 20.0, 200.0]))
     inst = instance_from_dict(d)
     plan = random_plan(inst, rng)
     assert plan is not None

@@ -158,15 +158,20 @@ class _Shape(MergeCases):
         S = self.flush_of[m]
         if exact is not None:
             occs = [max(o, self.sb.occ_min) for o, _h in exact]
-            fill = self.W / s_top + 2.0 * sum(max(self.sb.alpha_min + o, h) for o, h in exact)
+            # the fill passes each link twice and holds both its stages kappa o each way
+            fill = self.W / s_top + 2.0 * sum(max(self.sb.alpha_min + o, h) for o, h in exact) \
+                + 4.0 * self.a.kappa * sum(occs)
             rows = (self.W / s_top + 4.0 * self.a.kappa * sum(occs)) / self.P
             beside = self.sb._w_min / s_top + 2.0 * self.a.kappa * max(occs)
             return S, fill, max(self.W / s_sum, max(occs), rows, beside)
         fill = self.W / s_top + 2.0 * (self.P - 1) * self.hop
         if self.P > 1:
             fill = max(fill, self.W / s_top + 2.0 * (self.P - 1 - n_slow) * self.hop + 2.0 * n_slow * max(self.sb.alpha_min + occ, slow_hop))
-        # rows: every link is busy at least occ_min, the slowest one occ
-        rows = (self.W / s_top + 4.0 * self.a.kappa * (n_slow * max(occ, self.sb.occ_min) + (self.P - 1 - n_slow) * self.sb.occ_min)) / self.P if self.P > 1 else 0.0
+        # rows: every link is busy at least occ_min, the slowest one occ; the fill
+        # holds every stage for the exposed time of its links too (kappa o, at least)
+        busy = n_slow * max(occ, self.sb.occ_min) + (self.P - 1 - n_slow) * self.sb.occ_min if self.P > 1 else 0.0
+        fill += 4.0 * self.a.kappa * busy
+        rows = (self.W / s_top + 4.0 * self.a.kappa * busy) / self.P if self.P > 1 else 0.0
         # the two stages beside the slow link each carry a layer and 2 kappa occ
         beside = self.sb._w_min / s_top + 2.0 * self.a.kappa * occ if self.P > 1 else 0.0
         # the period without the cut's own largest row (busy_P, _busiest_row)

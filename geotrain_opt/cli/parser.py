@@ -34,10 +34,10 @@ def _inspection(sub: Any) -> None:
     p.add_argument("instance")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(fn=cmd_describe)
-    p = sub.add_parser("calibrate", help="fit GPU efficiency curves and exposed_comm to measured runs")
+    p = sub.add_parser("calibrate", help="fit GPU efficiency curves, exposed_comm and host_stack_gbps to measured runs")
     p.add_argument("runs", help="CSV with columns instance,plan,measured_s (paths relative to the CSV)")
-    p.add_argument("--fit", default="efficiency,half_tokens,exposed_comm",
-                   help="parameters to fit (default: all three; those the runs cannot identify are held, with a warning)")
+    p.add_argument("--fit", default="efficiency,half_tokens,exposed_comm,host_stack_gbps",
+                   help="parameters to fit (default: all four; those the runs cannot identify are held, with a warning)")
     p.add_argument("--out", help="write the calibration JSON here")
     p.set_defaults(fn=cmd_calibrate)
     p = sub.add_parser("evaluate", help="cost of a plan (exit 1 if infeasible)")

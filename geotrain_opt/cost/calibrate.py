@@ -4,11 +4,14 @@ A user with a few measured iterations of their own cluster (``RUNS.csv``:
 ``instance,plan,measured_s``, paths relative to the CSV) gets the model fitted to
 them: for every GPU type the runs use, its saturated fraction of peak
 (``efficiency``) and the tokens per micro-batch at which it reaches half of that
-(``half_tokens``, model.md §1), and the exposed-communication fraction kappa, by
-bounded least squares on the relative error (scipy's ``least_squares``).
+(``half_tokens``, model.md §1), the exposed-communication fraction kappa and the
+rate gamma of the hosts' network stack that a pipeline message between nodes
+passes through (model.md §3), by bounded least
+squares on the relative error (scipy's ``least_squares``).
 
 A parameter the runs cannot pin down is not fitted silently: one that no run
-varies (a curve measured at one micro-batch size, kappa without a pipeline link)
+varies (a curve measured at one micro-batch size, kappa without a pipeline link, kappa
+apart from gamma with every message between nodes equally long)
 is held at its given value, fewer runs than parameters is an error, as many is a
 warning (the fit is then exact by construction), and after the fit the Jacobian's
 near-null directions name the parameters the runs leave loose (model.md §7).
@@ -29,9 +32,15 @@ from geotrain_opt.errors import InstanceError
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.problem.plan import Plan
+from geotrain_opt.problem.units import GBIT_PER_S
 
-FITTABLE = ("efficiency", "half_tokens", "exposed_comm")
+FITTABLE = ("efficiency", "half_tokens", "exposed_comm", "host_stack_gbps")
 TYPE_FIELDS = ("efficiency", "half_tokens")        # fitted per GPU type
+# options a calibration may set: its key -> the instance option and the value there
+OPTION_FIELDS = {"exposed_comm": ("exposed_comm", float),
+                 "host_stack_gbps": ("stack_s_per_byte", lambda g: 1.0 / (float(g) * GBIT_PER_S))}
+# gamma is fitted as its inverse, nanoseconds per byte (0: no host-stack cost), in [0, 1000]
+MAX_NS_PER_BYTE = 1000.0
 # a direction of the scaled Jacobian this much weaker than the strongest moves the
 # fit's error by under a millionth of what the strongest does: the runs leave it loose
 LOOSE_RATIO = 1e-3
@@ -118,40 +127,91 @@ def identifiable(runs: list[Run], fit: tuple[str, ...], warnings: list[str]) -> 
                                 "micro-batch sizes or more)")
             else:
                 params.append(Param("half_tokens", t, d.half_tokens, 0.0, 100.0 * tokens[-1], float(np.median(tokens))))
-    if "exposed_comm" in fit:
-        if all(r.plan.stages == 1 for r in runs):
-            warnings.append(f"exposed_comm held at {runs[0].instance.options.exposed_comm:g}: no run has a "
-                            "pipeline link, so no run depends on it")
-        else:
-            params.append(Param("exposed_comm", None, runs[0].instance.options.exposed_comm, 0.0, 1.0, 0.5))
+    params += _option_params(runs, fit, warnings)
     return params
 
 
+def _hops(runs: list[Run]) -> tuple[list[float], list[float]]:
+    """Occupancies A/beta of the runs' pipeline hops between nodes and within nodes."""
+    across, within = [], []
+    for r in runs:
+        inst, a = r.instance, r.instance.arrays
+        for row in r.plan.grid:
+            for u, v in zip(row, row[1:]):
+                gu, gv = inst.index[u], inst.index[v]
+                same = inst.devices[gu].node == inst.devices[gv].node
+                (within if same else across).append(float(a.A * a.inv_beta[gu, gv]))
+    return across, within
+
+
+def _option_params(runs: list[Run], fit: tuple[str, ...], warnings: list[str]) -> list[Param]:
+    """kappa and gamma (model.md §3): kappa needs a pipeline link, gamma one between nodes, and
+    the two are told apart only by messages of different sizes in time (different
+    bandwidths, or links inside a node): otherwise kappa is held and gamma fitted."""
+    opts = runs[0].instance.options
+    across, within = _hops(runs)
+    out = []
+    held = f"{8e-9 / opts.stack_s_per_byte:g}" if opts.stack_s_per_byte > 0 else "none"
+    mu = "host_stack_gbps" in fit and bool(across)
+    if "host_stack_gbps" in fit and not across:
+        warnings.append(f"host_stack_gbps held at {held}: no run has a pipeline link between nodes, "
+                        "so no run depends on it")
+    if "exposed_comm" in fit:
+        top = max(across, default=0.0)
+        apart = len({float(f"{o:.6g}") for o in across}) > 1 or any(o >= 0.1 * top for o in within)
+        if not across and not within:
+            warnings.append(f"exposed_comm held at {opts.exposed_comm:g}: no run has a pipeline link, "
+                            "so no run depends on it")
+        elif mu and not apart:
+            warnings.append(f"exposed_comm held at {opts.exposed_comm:g}: every pipeline message between nodes "
+                            "takes the same time on its link, so kappa and host_stack_gbps fit alike "
+                            "(measure runs at two bandwidths or more); host_stack_gbps is fitted")
+        else:
+            out.append(Param("exposed_comm", None, opts.exposed_comm, 0.0, 1.0, 0.5))
+    if mu:      # fitted as ns per byte; its scale: a host stack as fast as the median link
+        scale = 1e9 * float(np.median(across)) / runs[0].instance.arrays.A
+        out.append(Param("host_stack_gbps", None, opts.stack_s_per_byte * 1e9, 0.0, MAX_NS_PER_BYTE, scale))
+    return out
+
+
 def _starts(params: list[Param]) -> list[np.ndarray]:
-    """The given values, the curves all at their runs' median tokens, each with kappa
-    as given and at both ends (at most 6 starts, whatever the number of GPU types):
-    the model is piecewise smooth, a local fit depends on where it starts."""
+    """The given values and the curves all at their runs' median tokens, each with
+    kappa as given and at both ends and gamma as given and at its scale (at most 6
+    starts, whatever the number of GPU types): the model is piecewise smooth, a
+    local fit depends on where it starts."""
     lo, hi = np.array([p.lo for p in params]), np.array([p.hi for p in params])
     x0 = np.clip(np.array([p.x0 for p in params], dtype=float), lo + 1e-9, hi - 1e-9)
-    starts = [x0]
+    bases = [x0]
     curves = [i for i, p in enumerate(params) if p.name == "half_tokens"]
     if curves:
         y = x0.copy()
         y[curves] = [params[i].scale for i in curves]
-        starts.append(y)
-    for i in (i for i, p in enumerate(params) if p.name == "exposed_comm"):
-        for x in list(starts):
-            for v in (0.1, 0.9):
-                y = x.copy()
+        bases.append(y)
+    moves: list[dict[int, float]] = [{}]
+    for i, p in enumerate(params):
+        if p.name == "exposed_comm":
+            moves += [{i: 0.1}, {i: 0.9}]
+        elif p.name == "host_stack_gbps":
+            moves += [{**m, i: p.scale} for m in moves]
+    starts = []
+    for m in moves:
+        for b in bases:
+            y = b.copy()
+            for i, v in m.items():
                 y[i] = v
-                starts.append(y)
-    return starts
+            starts.append(y)
+    return starts[:6]
 
 
 def _cal(params: list[Param], x: np.ndarray, base: dict[str, Any]) -> dict[str, Any]:
     cal = json.loads(json.dumps(base))
     for p, v in zip(params, x):
-        if p.gpu_type is None:
+        if p.name == "host_stack_gbps":     # fitted in ns per byte
+            if v > 0:
+                cal.setdefault("options", {})[p.name] = 8.0 / float(v)
+            else:
+                cal.get("options", {}).pop(p.name, None)
+        elif p.gpu_type is None:
             cal.setdefault("options", {})[p.name] = float(v)
         else:
             cal.setdefault("gpu_types", {}).setdefault(p.gpu_type, {})[p.name] = float(v)
@@ -184,7 +244,7 @@ def apply_calibration(inst: Instance, cal: dict[str, Any]) -> Instance:
     """The instance with fitted efficiencies and curves (by GPU type) and options."""
     fitted = {t: {k: float(v[k]) for k in TYPE_FIELDS if k in v} for t, v in cal.get("gpu_types", {}).items()}
     devices = [replace(d, **fitted[d.type]) if fitted.get(d.type) else d for d in inst.devices]
-    opts = cal.get("options", {})
+    opts = {OPTION_FIELDS[k][0]: OPTION_FIELDS[k][1](v) for k, v in cal.get("options", {}).items()}
     out = replace(inst, devices=devices, _cache={})
     return out.with_options(**opts) if opts else out
 
@@ -208,7 +268,10 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
     k = cal.get("options", {}).get("exposed_comm", 0.5)
     if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 <= k <= 1:
         raise InstanceError("<calibration>.options.exposed_comm", f"must be in [0, 1], got {k!r}")
-    unknown = set(cal.get("options", {})) - {"exposed_comm"}
+    g = cal.get("options", {}).get("host_stack_gbps", 1.0)
+    if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g < float("inf"):
+        raise InstanceError("<calibration>.options.host_stack_gbps", f"must be a number > 0, got {g!r}")
+    unknown = set(cal.get("options", {})) - set(OPTION_FIELDS)
     if unknown:
         raise InstanceError("<calibration>.options", f"unknown field(s) {', '.join(sorted(unknown))}")
     return cal

@@ -165,16 +165,19 @@ class _Terms:
     def pipelines(self) -> list[float]:
         """T_k of every replica (beta is the effective bandwidth: NIC shares included)."""
         a, g_idx, t, P, mk, Sk = self.a, self.g_idx, self.t, self.P, self.mk, self.Sk
-        A, kappa = a.A, self.inst.options.exposed_comm
+        opts, dev = self.inst.options, self.inst.devices
+        A, kappa, mu = a.A, opts.exposed_comm, a.A * opts.stack_s_per_byte
         Tk = []
         for k in range(self.D):
             links = [(g_idx[k][j], g_idx[k][j + 1]) for j in range(P - 1)]
             occ = [A * a.inv_beta[u, v] for u, v in links]
             x = [a.alpha[u, v] + o for (u, v), o in zip(links, occ)]
-            o = [0.0] + occ + [0.0]            # o_{k,-1} = o_{k,P-1} = 0
-            row = [t[k][j] + 2.0 * kappa * (o[j] + o[j + 1]) for j in range(P)]
+            # exposed time of a message: kappa of its transfer, A / gamma if it leaves the node
+            e = [0.0] + [kappa * o + (mu if dev[u].node != dev[v].node else 0.0)
+                         for (u, v), o in zip(links, occ)] + [0.0]     # e_{k,-1} = e_{k,P-1} = 0
+            row = [t[k][j] + 2.0 * (e[j] + e[j + 1]) for j in range(P)]
             tau = max(max(row), max(occ, default=0.0))
-            fill = sum(t[k]) + 2.0 * sum(x)
+            fill = sum(row) + 2.0 * sum(x)      # the first micro-batch's way, exposed time included
             T_k = Sk[k] * fill + (mk[k] - Sk[k]) * tau
             if not a.gpipe and mk[k] >= 1:
                 T_k = max(T_k, self.window(row, x, tau, fill, mk[k], Sk[k]))
@@ -397,7 +400,7 @@ class BatchEvaluator:
         mbf = mb.astype(float)
         u, v = grid[:, :, :-1], grid[:, :, 1:]
         occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
-        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf)
+        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf, sc.exposed(a, u, v))
         cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
         if D > 1:
             nxt = np.roll(grid, -1, axis=1)

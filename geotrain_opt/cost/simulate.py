@@ -18,9 +18,10 @@ Options:
 Forward and backward split a stage's per-micro-batch time like the FLOP: forward
 F/(3F) of the layers' work (F/(4F) with full recomputation, whose backward redoes
 the forward) and one third of the LM head's. Exposed communication (``exposed_comm``
-kappa): each forward and each backward of stage j also holds the stage for
-kappa (o_{j-1} + o_j), the part of its four transfers that does not overlap compute
-(counted as waiting, not busy, in the energy). Gradient accumulation runs a
+kappa; ``host_stack_gbps`` gamma): each forward and each backward of stage j also
+holds the stage for e_{j-1} + e_j, e = kappa o + A/gamma [the hop leaves the node], the part
+of its four transfers that does not overlap compute (counted as waiting, not busy, in
+the energy). Gradient accumulation runs a
 replica's micro-batches in S_k flushes, one after the other on every stage.
 """
 from __future__ import annotations
@@ -134,8 +135,8 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
         fwd.append(layers * rf + head / 3)
         bwd.append(layers * (1 - rf) + 2 * head / 3)
     # exposed communication of each slot per forward (and per backward)
-    exposed = [[a.kappa * ((float(sc.occupancy(a, grid[k][j - 1], grid[k][j])) if j else 0.0)
-                           + (float(sc.occupancy(a, grid[k][j], grid[k][j + 1])) if j < P - 1 else 0.0))
+    exposed = [[(float(sc.exposed(a, grid[k][j - 1], grid[k][j])) if j else 0.0)
+                + (float(sc.exposed(a, grid[k][j], grid[k][j + 1])) if j < P - 1 else 0.0)
                 for j in range(P)] for k in range(D)]
     links = _Links(inst, shared_links)
     schedule = inst.options.schedule

@@ -76,24 +76,31 @@ def hop(a: "InstanceArrays", u: Num, v: Num) -> Num:
     return a.alpha[u, v] + a.A * a.inv_beta[u, v]
 
 
-def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, m: Num) -> Num:
-    """T_k over the last axis: t (..., P) stage times, occ/lat (..., P-1) link
-    occupancy and latency, m micro-batches (broadcast against t[..., 0]).
+def exposed(a: "InstanceArrays", u: Num, v: Num) -> Num:
+    """Exposed time e = kappa A/beta + mu [nodes differ] of one message on link u -> v."""
+    return a.exposed[u, v]
 
-    T_k = S_k (sum t + 2 sum x) + (m_k - S_k) tau_k,
-    tau_k = max(max_j t_j + 2 kappa (o_{j-1} + o_j), max_j o_j)."""
+
+def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, m: Num,
+                 ex: np.ndarray) -> Num:
+    """T_k over the last axis: t (..., P) stage times, occ/lat/ex (..., P-1) link
+    occupancy, latency and exposed time, m micro-batches (broadcast against t[..., 0]).
+
+    T_k = S_k (sum r + 2 sum x) + (m_k - S_k) tau_k, r_j = t_j + 2 (e_{j-1} + e_j),
+    tau_k = max(max_j r_j, max_j o_j)."""
     pad = np.zeros(t.shape[:-1] + (1,))
-    around = np.concatenate([pad, occ], axis=-1) + np.concatenate([occ, pad], axis=-1)
-    tau = (t + 2.0 * a.kappa * around).max(axis=-1)
+    around = np.concatenate([pad, ex], axis=-1) + np.concatenate([ex, pad], axis=-1)
+    tau = (t + 2.0 * around).max(axis=-1)
     if occ.shape[-1]:
         tau = np.maximum(tau, occ.max(axis=-1))
     m = np.asarray(m, dtype=float)
     S, _q = flushes(a, m)
-    fill = t.sum(axis=-1) + 2.0 * (occ + lat).sum(axis=-1)
+    # the fill: one micro-batch through every stage's row (its exposed time included) and back
+    fill = (t + 2.0 * around).sum(axis=-1) + 2.0 * (occ + lat).sum(axis=-1)
     T = S * fill + (m - S) * tau
     if a.gpipe:
         return T
-    return np.maximum(T, window_time(t + 2.0 * a.kappa * around, occ + lat, tau, fill, m, S))
+    return np.maximum(T, window_time(t + 2.0 * around, occ + lat, tau, fill, m, S))
 
 
 def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarray, m: np.ndarray,

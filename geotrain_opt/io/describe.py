@@ -19,6 +19,14 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
+def _stack(inst: Instance) -> str:
+    """The hosts' network stack (model.md §3): its rate and a message's exposed time."""
+    nu = inst.options.stack_s_per_byte
+    if nu <= 0:
+        return "not modelled"
+    return f"{8e-9 / nu:g} Gbit/s ({inst.arrays.mu * 1e3:.3g} ms per message between nodes)"
+
+
 def _nic_lines(inst: Instance) -> list[str]:
     """Node NICs and the static per-GPU share they impose (formulations/model.md)."""
     nodes: dict[str, list] = {}
@@ -67,6 +75,7 @@ def describe_instance(inst: Instance) -> str:
            f"recompute {m.recompute}",
            f"options: schedule {inst.options.schedule}, batch split {inst.options.batch_split}, "
            f"memory headroom {inst.options.memory_headroom:g}, exposed comm (kappa) {inst.options.exposed_comm:g}, "
+           f"host network stack {_stack(inst)}, "
            f"accumulation steps {inst.options.accumulation_steps}, objective {inst.objective.kind}"]
     nics = _nic_lines(inst)
     out += nics + _lever_lines(inst) + [""]

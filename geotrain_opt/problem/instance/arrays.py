@@ -41,6 +41,8 @@ class InstanceArrays:
     uniform: bool
     net_j_per_byte: float
     kappa: float             # exposed pipeline communication
+    mu: float                # A / gamma: a message's time in the hosts' network stacks between nodes, s
+    exposed: np.ndarray      # (n, n) exposed time of one message u -> v: kappa A / beta + mu [nodes differ]
     steps: int               # accumulation steps S
     logits_per_inflight: bool  # recompute none: logits of every in-flight micro-batch are kept
     # §10 clocks: per device and level (0 = full clock), padded with level 0
@@ -67,6 +69,11 @@ class InstanceArrays:
             inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
         inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
         np.fill_diagonal(inv_beta, 0.0)
+        nodes: dict[str, int] = {}
+        node = np.array([nodes.setdefault(d.node, len(nodes)) for d in inst.devices], dtype=np.int64)
+        mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
+        exposed = inst.options.exposed_comm * m.boundary_bytes() * inv_beta + mu * (node[:, None] != node[None, :])
+        np.fill_diagonal(exposed, 0.0)
         arrs = InstanceArrays(
             speed=np.array([d.speed_at(m.micro_batch * m.seq_len) for d in inst.devices]),
             mem_cap=np.array([d.mem_bytes for d in inst.devices]) * inst.options.memory_headroom,
@@ -82,11 +89,11 @@ class InstanceArrays:
             state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, M=m.num_micro_batches, L=L,
             gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",
             net_j_per_byte=inst.net_j_per_byte,
-            kappa=inst.options.exposed_comm, steps=inst.options.accumulation_steps,
+            kappa=inst.options.exposed_comm, mu=mu, exposed=exposed, steps=inst.options.accumulation_steps,
             logits_per_inflight=m.recompute != "full",
             **_clock_tables(inst, pue),
         )
-        for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
+        for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta, arrs.exposed,
                   arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs

@@ -344,17 +344,18 @@ def _gbps(bps: float | None) -> str:
 
 def _read_options(r: _Reader, n: int) -> Options:
     r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices", "exposed_comm",
-                    "accumulation_steps"})
+                    "accumulation_steps", "host_stack_gbps"})
     head = r.number("memory_headroom", 0.9, positive=True)
     if head > 1:
         raise InstanceError(r.sub("memory_headroom"), f"must be in (0, 1], got {head}")
     maxd = r.integer("max_devices", 0, minimum=1) if r.has("max_devices") else None
-    kappa = r.number("exposed_comm", 0.5, nonneg=True)
+    kappa = r.number("exposed_comm", 0.25, nonneg=True)
     if kappa > 1:
         raise InstanceError(r.sub("exposed_comm"), f"must be in [0, 1], got {kappa}")
     steps = r.integer("accumulation_steps", 1, minimum=1)
+    stack = 1.0 / units.gbps_to_bytes_per_s(r.number("host_stack_gbps", positive=True)) if r.has("host_stack_gbps") else 0.0
     return Options(head, r.choice("schedule", SCHEDULES, "1f1b"),
-                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps)
+                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps, stack)
 
 
 def _read_objective(r: _Reader) -> Objective:

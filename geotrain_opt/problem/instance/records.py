@@ -126,8 +126,9 @@ class Options:
     schedule: str = "1f1b"
     batch_split: str = "uniform"
     max_devices: int | None = None
-    exposed_comm: float = 0.5        # kappa: exposed fraction of a stage's P2P communication
+    exposed_comm: float = 0.25       # kappa: exposed fraction of a stage's P2P communication (model.md §3)
     accumulation_steps: int = 1      # S: pipeline flushes per iteration
+    stack_s_per_byte: float = 0.0    # 1/gamma: the hosts' network stack, exposed on messages between nodes
 
 
 @dataclass(frozen=True)

@@ -162,9 +162,9 @@ class _GridModel:
         md.add(self.X + self.Y <= self.cap)
 
     def replica_rows(self) -> None:
-        """X >= every replica's time. The row X >= S (sum t + 2 sum h) + (m - S) tau is
-        stated with each term already multiplied out and rounded down once (S t, 2 S h;
-        (m - S) t, (m - S) o and (m - S) 2 kappa o in the period): a plan's model value
+        """X >= every replica's time. The row X >= S (sum t + 2 sum (h + 2 e)) + (m - S) tau
+        is stated with each term already multiplied out and rounded down once (S t, 2 S (h + 2 e);
+        (m - S) t, (m - S) o and (m - S) 2 e in the period): a plan's model value
         is then within about 2P + 3 units of its time, where rounding t and o first and
         multiplying after would lose 3 (m - S). Every term is at most cap in a plan
         below the cap, so a link or stage beyond it is left out of the tables, and no
@@ -172,8 +172,8 @@ class _GridModel:
         md, a, cl, D, P, cap, fl, S = self.md, self.a, self.cl, self.D, self.P, self.cap, self.fl, self.S
         C, x = cl.C, self.x
         slow = self.m - S
-        links = [(c, e, fl(slow * a.A * cl.ib[c, e]), fl(slow * 2 * a.kappa * a.A * cl.ib[c, e]),
-                  fl(2 * S * (cl.al[c, e] + a.A * cl.ib[c, e])))
+        links = [(c, e, fl(slow * a.A * cl.ib[c, e]), fl(slow * 2 * cl.ex[c, e]),
+                  fl(2 * S * (cl.al[c, e] + a.A * cl.ib[c, e] + 2 * cl.ex[c, e])))
                  for c in range(C) for e in range(C) if c != e or cl.size[c] > 1]
         links = [r for r in links if max(r[2:]) <= cap]
         stage_tab = []

@@ -27,7 +27,7 @@ def _device_classes(inst: Instance) -> list[list[int]]:
     n = inst.n
     key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
             inst.devices[g].clocks) for g in range(n)]
-    mats = (a.alpha, a.inv_beta)
+    mats = (a.alpha, a.inv_beta, a.exposed) if a.mu > 0 else (a.alpha, a.inv_beta)   # host stacks: nodes matter
     # A fingerprint that members of one class share, so that only classes whose
     # head matches are checked (the check is O(n), and thousands of devices have
     # hundreds of classes): with each link as a residue of its bits, id < p, and
@@ -65,8 +65,8 @@ def _device_classes(inst: Instance) -> list[list[int]]:
                 continue
             # within the class every pair has the same link both ways
             pair = cls[:2] if len(cls) > 1 else [g, h]
-            intra = (a.alpha[pair[0], pair[1]], a.inv_beta[pair[0], pair[1]])
-            if all((a.alpha[g, o], a.inv_beta[g, o]) == intra == (a.alpha[o, g], a.inv_beta[o, g]) for o in cls):
+            intra = tuple(m[pair[0], pair[1]] for m in mats)
+            if all(tuple(m[g, o] for m in mats) == intra == tuple(m[o, g] for m in mats) for o in cls):
                 cls.append(g)
                 break
         else:
@@ -90,7 +90,7 @@ def class_twins(inst: Instance) -> list[list[int]]:
     if not a.has_clocks:
         key = [(len(c), a.speed[c[0]], a.mem_cap[c[0]], a.p_busy[c[0]], a.p_wait[c[0]], a.region[c[0]],
                 inst.devices[c[0]].price_per_hour) for c in classes]
-        mats = [_unit_links(m, classes) for m in (a.alpha, a.inv_beta, a.cross)]
+        mats = [_unit_links(m, classes) for m in (a.alpha, a.inv_beta, a.cross, a.exposed)]
 
         def twins(u: int, v: int) -> bool:
             if key[u] != key[v]:

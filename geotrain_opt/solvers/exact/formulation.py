@@ -46,5 +46,5 @@ def build(inst: Instance, D: int, P: int, be: Backend, spec: BuildSpec | None = 
                  m.pipeline, m.rings, m.makespan, m.memory, m.energy, m.objective):
         part()
     return Shape(D, P, m.x, m.nl, m.y, m.mu, m.T, m.E_terms, m.obj_terms,
-                 dict(t=m.t, lk=m.lk, oc=m.oc, tau=m.tau, ring=m.ring, Rmax=m.Rmax, eb=m.ebv, om=m.omv),
+                 dict(t=m.t, lk=m.lk, oc=m.oc, ex=m.ex, tau=m.tau, ring=m.ring, Rmax=m.Rmax, eb=m.ebv, om=m.omv),
                  m.unit_members, m.unit_level, bool(m.spec.classes and m.spec.symmetry))

@@ -94,12 +94,13 @@ class _Classes:
         self.mem = np.array([a.mem_cap[r] for r in rep], dtype=float)
         self.ib = np.zeros((C, C))
         self.al = np.zeros((C, C))
+        self.ex = np.zeros((C, C))         # exposed time of a message (kappa o + mu across nodes)
         for c in range(C):
             for e in range(C):
                 u = rep[c]
                 v = rep[e] if e != c else (self.members[c][1] if self.size[c] > 1 else None)
                 if v is not None:
-                    self.ib[c, e], self.al[c, e] = a.inv_beta[u, v], a.alpha[u, v]
+                    self.ib[c, e], self.al[c, e], self.ex[c, e] = a.inv_beta[u, v], a.alpha[u, v], a.exposed[u, v]
         labelled = C <= WALK_CLASSES
         self.labelled = labelled
         self.walk_ib = walk_bottlenecks(self.ib, labelled)

@@ -94,7 +94,8 @@ class _Model:
         else:
             self.speed, self.p_busy = a.speed[first], a.p_busy[first]
         self.mem_cap, self.p_wait = a.mem_cap[first], a.p_wait[first]
-        self.al, self.ib, self.cross = (_unit_links(m, units, self.unit_class) for m in (a.alpha, a.inv_beta, a.cross))
+        self.al, self.ib, self.cross, self.exm = (_unit_links(m, units, self.unit_class)
+                                                  for m in (a.alpha, a.inv_beta, a.cross, a.exposed))
         # the units a slot of unit u can talk to: any other, itself only with two members
         self.peers = [[v for v in U if v != u or cap[u] > 1] for u in U]
 
@@ -189,13 +190,13 @@ class _Model:
         """Upper bounds for domains and big-M; the cutoff and the limits cap T."""
         a, obj, D, P, M, kind = self.a, self.obj, self.D, self.P, self.a.M, self.kind
         cutoff, time_cap = self.spec.cutoff, self.spec.time_cap
-        kappa = a.kappa
         self.W_tot = W_tot = float(a.w_prefix[-1] + a.head_work)
         t_ub = W_tot / float((a.speed[:, None] * a.clock_frac).min())     # the slowest clock (§3.8)
         lk_ub = float((a.alpha + a.A * a.inv_beta).max())
         occ_ub = float(a.A * a.inv_beta.max())
-        tau_ub = max(t_ub + 4.0 * kappa * occ_ub, occ_ub)
-        Tk_ub = min(a.steps, M) * (P * t_ub + 2 * (P - 1) * lk_ub) + (M - 1) * tau_ub
+        ex_ub = float(a.exposed.max())
+        tau_ub = max(t_ub + 4.0 * ex_ub, occ_ub)
+        Tk_ub = min(a.steps, M) * (P * t_ub + (P - 1) * (2 * lk_ub + 4 * ex_ub)) + (M - 1) * tau_ub
         if not a.gpipe:
             # 1F1B's window: at most q_f + 1 round trips of at most P rows and 2(P-1) hops per flush
             Tk_ub = max(Tk_ub, (M + min(a.steps, M)) * (P * tau_ub + 2 * (P - 1) * lk_ub) + M * tau_ub)
@@ -224,8 +225,8 @@ class _Model:
             elif obj.lam > 0:
                 T_ub = min(T_ub, cutoff * obj.time_ref_s / obj.lam)
         self.T_ub = T_ub
-        self.t_ub, self.lk_ub, self.occ_ub, self.tau_ub, self.R_ub = (
-            min(v, T_ub) for v in (t_ub, lk_ub, occ_ub, tau_ub, R_ub))
+        self.t_ub, self.lk_ub, self.occ_ub, self.ex_ub, self.tau_ub, self.R_ub = (
+            min(v, T_ub) for v in (t_ub, lk_ub, occ_ub, ex_ub, tau_ub, R_ub))
 
     def stage_times(self) -> None:
         """t[k,j] >= W_j / speed_u if x[u,k,j]."""
@@ -239,25 +240,39 @@ class _Model:
                     be.ge(t[k, j], _scaled(W[j], s), W_c[j] * s, (x[u, k, j],))
 
     def pipeline(self) -> None:
-        """Pipeline links: hop lk, occupancy oc, period tau (with exposed communication)."""
+        """Pipeline links: hop lk, occupancy oc, exposed time ex, period tau."""
         a, be, K, J, U, P, x = self.a, self.be, self.K, self.J, self.U, self.P, self.x
-        al, ib, peers, t, t_unit, kappa = self.al, self.ib, self.peers, self.t, self.spec.t_unit, a.kappa
+        al, ib, peers, t, t_unit = self.al, self.ib, self.peers, self.t, self.spec.t_unit
         lk, oc, tau = self.lk, self.oc, self.tau = {}, {}, {}
+        self.ex = ex = {}
         for k in K:
             tau[k] = be.real(f"tau_{k}", self.tau_ub, t_unit)
             for j in range(P - 1):
                 lk[k, j] = be.real(f"lk_{k}_{j}", self.lk_ub, t_unit)
                 oc[k, j] = be.real(f"oc_{k}_{j}", self.occ_ub, t_unit)
+                if a.mu > 0:            # A/gamma on messages between nodes: its own variable
+                    ex[k, j] = be.real(f"ex_{k}_{j}", self.ex_ub, t_unit)
                 for u in U:
                     self.tick()
                     row = [(al[u, v] + a.A * ib[u, v], x[v, k, j + 1]) for v in peers[u]]
                     be.ge(lk[k, j], row, 0.0, (x[u, k, j],))
                     be.ge(oc[k, j], [(a.A * ib[u, v], x[v, k, j + 1]) for v in peers[u]], 0.0, (x[u, k, j],))
+                    if (k, j) in ex:
+                        be.ge(ex[k, j], [(self.exm[u, v], x[v, k, j + 1]) for v in peers[u]], 0.0, (x[u, k, j],))
                 be.ge(tau[k], [(1.0, oc[k, j])])
-            # tau_k >= t_kj + 2 kappa (o_{k,j-1} + o_kj): exposed communication (§3.2)
+            # tau_k >= t_kj + 2 (e_{k,j-1} + e_kj): exposed communication (model.md §3)
             for j in J:
-                around = [(2.0 * kappa, oc[k, i]) for i in (j - 1, j) if (k, i) in oc] if kappa > 0 else []
-                be.ge(tau[k], [(1.0, t[k, j])] + around)
+                be.ge(tau[k], self.stage_row(k, j))
+
+    def stage_row(self, k: int, l: int) -> list:
+        """Stage l's row t + 2 (e_{l-1} + e_l); e = kappa o without mu (no variable of its own)."""
+        out = [(1.0, self.t[k, l])]
+        for i in (l - 1, l):
+            if (k, i) in self.ex:
+                out.append((2.0, self.ex[k, i]))
+            elif (k, i) in self.oc and self.a.kappa > 0:
+                out.append((2.0 * self.a.kappa, self.oc[k, i]))
+        return out
 
     def rings(self) -> None:
         """Data-parallel rings: R_j = Rb_j + Ra_j, Rmax >= every R_j."""
@@ -282,12 +297,13 @@ class _Model:
                 be.ge(Rmax, [(1.0, Rb), (1.0, Ra)])
 
     def makespan(self) -> None:
-        """T >= S_k (sum_j t_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k;
+        """T >= S_k (sum_j r_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k
+        (r_kj: stage j's row, its exposed time included);
         under 1F1B also T >= every stage's window row + Rmax (formulations/exact.md §3.2)."""
         be, K, J, P, t, lk, tau = self.be, self.K, self.J, self.P, self.t, self.lk, self.tau
         self.T = T = be.real("T", self.T_ub, self.spec.t_unit)
         for k in K:
-            fill = [(1.0, t[k, j]) for j in J] + [(2.0, lk[k, j]) for j in range(P - 1)]
+            fill = [r for j in J for r in self.stage_row(k, j)] + [(2.0, lk[k, j]) for j in range(P - 1)]
             for m, S_k, _q, lits in self.m_cases(k):
                 be.ge(T, _scaled(fill, float(S_k)) + [(1.0, self.Rmax), (float(m - S_k), tau[k])], 0.0, lits)
                 if not self.a.gpipe:
@@ -300,13 +316,8 @@ class _Model:
         micro-batches, the rest of base), (floor((q-1)/W) + 1) round trips from j to the
         last stage and back, ((q-1) mod W) periods and the way to j and back; a flush the
         window does not bind counts as in the fill-and-period row."""
-        P, t, lk, oc, tau, kappa = self.P, self.t, self.lk, self.oc, self.tau, self.a.kappa
-
-        def row(l: int) -> list:        # stage l's row t + 2 kappa (o_{l-1} + o_l), as in tau
-            out = [(1.0, t[k, l])]
-            if kappa > 0:
-                out += [(2.0 * kappa, oc[k, i]) for i in (l - 1, l) if (k, i) in oc]
-            return out
+        P, lk, tau = self.P, self.lk, self.tau
+        row = lambda l: self.stage_row(k, l)  # noqa: E731  (stage l's row, as in tau)
 
         base, extra = divmod(m, S)
         rows = []
