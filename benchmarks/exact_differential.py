@@ -40,7 +40,8 @@ def run_one(seed: int, limit: float) -> dict | None:
            "limits": [k for k in ("max_time_s", "max_energy_j") if getattr(inst.objective, k) is not None]
            + (["max_devices"] if inst.options.max_devices else []),
            "schedule": inst.options.schedule, "split": inst.options.batch_split,
-           "kappa": inst.options.exposed_comm, "steps": inst.options.accumulation_steps, "problems": []}
+           "kappa": inst.options.exposed_comm, "steps": inst.options.accumulation_steps,
+           "stack": inst.options.stack_s_per_byte > 0, "problems": []}
     runs = {}
     names = ["cpsat", "milp"] + (["bruteforce"] if plan_count(inst) <= 200_000 else []) + ["memetic"]
     # where devices form classes the default is the class model (formulations/exact.md
@@ -99,7 +100,7 @@ def summary(rows: list[dict], seeds: range, limit: float) -> str:
               + "; limits: " + (", ".join(f"{k} {v}" for k, v in sorted(lim.items())) or "none")
               + f"; gpipe {sum(r['schedule'] == 'gpipe' for r in rows)}, free split "
               f"{sum(r['split'] == 'free' for r in rows)}, kappa > 0 {sum(r['kappa'] > 0 for r in rows)}, "
-              f"accumulation > 1 {sum(r['steps'] > 1 for r in rows)}"]
+              f"accumulation > 1 {sum(r['steps'] > 1 for r in rows)}, host stack {sum(r.get('stack', False) for r in rows)}"]
     slow = sorted(rows, key=lambda r: -max(r["runs"]["cpsat"]["wall_s"], r["runs"]["milp"]["wall_s"]))[:3]
     lines += ["", "slowest: " + "; ".join(f"seed {r['seed']} ({r['gpus']} GPUs) cpsat {r['runs']['cpsat']['wall_s']} s, "
                                          f"milp {r['runs']['milp']['wall_s']} s" for r in slow)]

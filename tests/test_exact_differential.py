@@ -71,6 +71,9 @@ def draw(seed: int, max_gpus: int = 12, levers: bool = False):
     opts["batch_split"] = str(rng.choice(["uniform", "free"])) if n <= 6 else "uniform"
     if rng.random() < 0.2:
         opts["max_devices"] = int(rng.integers(1, n + 1))
+    stack = np.random.default_rng(5000 + seed)        # a stream of its own: the other draws stay
+    if stack.random() < 0.3:        # the hosts' network stack on messages between nodes (model.md §3)
+        opts["host_stack_gbps"] = float(stack.choice([1.0, 10.0, 100.0]))
     obj = d.setdefault("objective", {})
     obj["kind"] = str(rng.choice(["time", "energy", "weighted"]))
     try:
