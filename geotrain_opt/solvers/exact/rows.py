@@ -242,7 +242,7 @@ class _Model:
     def pipeline(self) -> None:
         """Pipeline links: hop lk, occupancy oc, exposed time ex, period tau."""
         a, be, K, J, U, P, x = self.a, self.be, self.K, self.J, self.U, self.P, self.x
-        al, ib, peers, t, t_unit = self.al, self.ib, self.peers, self.t, self.spec.t_unit
+        al, ib, peers, t_unit = self.al, self.ib, self.peers, self.spec.t_unit
         lk, oc, tau = self.lk, self.oc, self.tau = {}, {}, {}
         self.ex = ex = {}
         for k in K:
@@ -300,7 +300,7 @@ class _Model:
         """T >= S_k (sum_j r_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k
         (r_kj: stage j's row, its exposed time included);
         under 1F1B also T >= every stage's window row + Rmax (formulations/exact.md §3.2)."""
-        be, K, J, P, t, lk, tau = self.be, self.K, self.J, self.P, self.t, self.lk, self.tau
+        be, K, J, P, lk, tau = self.be, self.K, self.J, self.P, self.lk, self.tau
         self.T = T = be.real("T", self.T_ub, self.spec.t_unit)
         for k in K:
             fill = [r for j in J for r in self.stage_row(k, j)] + [(2.0, lk[k, j]) for j in range(P - 1)]
