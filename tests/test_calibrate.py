@@ -39,7 +39,7 @@ def _runs_folder(tmp_path):
 
 def test_calibrate_recovers_generating_parameters(tmp_path):
     # every message between nodes crosses the one east-west link, so kappa is told
-    # apart from mu only with mu left out (tests/test_message_overhead.py fits both)
+    # apart from gamma only with gamma left out (tests/test_host_stack.py fits both)
     cal = calibrate(read_runs(_runs_folder(tmp_path)), ("efficiency", "exposed_comm"))
     assert cal["gpu_types"]["fast"]["efficiency"] == pytest.approx(0.37, rel=1e-5)
     assert cal["gpu_types"]["slow"]["efficiency"] == pytest.approx(0.62, rel=1e-5)

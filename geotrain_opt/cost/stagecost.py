@@ -77,7 +77,7 @@ def hop(a: "InstanceArrays", u: Num, v: Num) -> Num:
 
 
 def exposed(a: "InstanceArrays", u: Num, v: Num) -> Num:
-    """Exposed time e = kappa A/beta + mu [nodes differ] of one message on link u -> v."""
+    """Exposed time e = kappa A/beta + A/gamma [nodes differ] (a.mu = A/gamma) of one message on link u -> v."""
     return a.exposed[u, v]
 
 
