@@ -198,3 +198,39 @@ def test_plan_json_round_trip(tmp_path):
     p = tmp_path / "p.json"
     p.write_text(plan.to_json())
     assert Plan.load(p) == plan
+
+
+ONE_GPU = {"name": "one", "model": {"preset": "gpt3-xl", "layers": 4, "global_batch": 8},
+           "devices": [{"count": 1, "type": "A100-SXM4-80GB", "region": "r"}],
+           "network": {"intra_region": {"latency_ms": 1, "bandwidth_gbps": 10}}}
+
+
+@pytest.mark.parametrize("solver", ["memetic", "plain-ga", "greedy", "dtfm", "cpsat"])
+def test_one_gpu_instance_is_solved_not_crashed(solver):
+    """Issue 39: memetic crashed on any one-GPU instance (a local-search move with no
+    pair of devices to swap asked the batched evaluator for zero plans). The only plan
+    is the whole model on the one GPU, and every solver returns it."""
+    from geotrain_opt.solvers import SolveOptions, get
+    inst = instance_from_dict(ONE_GPU)
+    res = get(solver)(inst, SolveOptions(time_limit_s=10, seed=0, extra={"generations": 3} if solver in ("memetic", "plain-ga") else {}))
+    assert res.plan is not None and res.plan.grid == (("r-0",),) and res.plan.cuts == (0, 4)
+    assert res.objective_value == pytest.approx(evaluate(inst, res.plan).time_s, rel=1e-12)
+
+
+def test_batch_evaluator_takes_zero_plans():
+    import numpy as np
+    from geotrain_opt.cost.evaluator import BatchEvaluator
+    inst = instance_from_dict(ONE_GPU)
+    out = BatchEvaluator(inst)(np.zeros((0, 1, 1), dtype=np.int64), np.zeros((0, 2), dtype=np.int64),
+                               np.zeros((0, 1), dtype=np.int64))
+    assert out.time_s.shape == (0,) and out.feasible.shape == (0,)
+
+
+def test_dtfm_shape_larger_than_the_cluster_is_one_line(tmp_path):
+    """Issue 39: dtfm --shape 99x99 on a one-GPU instance raised an IndexError."""
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(ONE_GPU))
+    r = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "solve", str(path), "--solver", "dtfm",
+                        "--shape", "99x99", "-q"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: dtfm: option 'shape' 99x99 needs 9801 GPUs, the instance has 1"]

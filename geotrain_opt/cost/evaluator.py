@@ -436,7 +436,7 @@ class BatchEvaluator:
         ok &= (mb >= 1).all(axis=1) & (mb.sum(axis=1) == a.M)
         if a.uniform:
             ok &= (mb == mb[:, :1]).all(axis=1)
-        flat = np.sort(grid.reshape(n, -1), axis=1)
+        flat = np.sort(grid.reshape(n, D * P), axis=1)
         ok &= (np.diff(flat, axis=1) != 0).all(axis=1)
         return BatchResult(T, E, ok, pipeline, allreduce, busy, wait, network, mem,
                            self._limits(T, E, D * P, priced), priced.get("cost_usd"), priced.get("carbon_g"))

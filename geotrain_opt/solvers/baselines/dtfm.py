@@ -44,6 +44,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from geotrain_opt.errors import SolverError
 from geotrain_opt.construct.pieces import split_micro_batches, uniform_cuts
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance
@@ -361,6 +362,9 @@ def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
     term = Termination(opts.time_limit_s)
     rng = np.random.default_rng(opts.seed)
     o = opts.typed(DtfmOptions, "dtfm")
+    if o.shape is not None and o.shape[0] * o.shape[1] > inst.n:
+        D, P = o.shape
+        raise SolverError(f"dtfm: option 'shape' {D}x{P} needs {D * P} GPUs, the instance has {inst.n}")
     shapes = [o.shape] if o.shape is not None else all_gpu_shapes(inst)
     inc = Incumbent(inst)
     stats: dict[str, Any] = {"shapes": []}

@@ -41,7 +41,10 @@ def _better(fit: Fitness, key: tuple[float, float], ref: tuple[float, float]) ->
 
 
 def _best_of(fit: Fitness, g: Genome, grids, cuts, mb):
-    """The best of candidate plans of ``g``'s shape; each device keeps g's clock (§10)."""
+    """The best of candidate plans of ``g``'s shape; each device keeps g's clock (§10).
+    No candidate (one GPU: no pair to swap) is g itself, which no move improves on."""
+    if len(grids) == 0:
+        return -1, g.key, g.te, g.feasible
     p, s, T, E, ok = fit.keys_of(g.D, g.P, grids, cuts, mb, **g.arrays(grids))
     pmin = p.min()
     ties = np.flatnonzero(p <= pmin * (1 + objmod.TIE_RTOL))
