@@ -32,7 +32,7 @@ from geotrain_opt.errors import InstanceError
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.problem.plan import Plan
-from geotrain_opt.problem.units import GBIT_PER_S
+from geotrain_opt.problem.units import GBIT_PER_S, s_per_byte_to_gbps
 
 FITTABLE = ("efficiency", "half_tokens", "exposed_comm", "host_stack_gbps")
 TYPE_FIELDS = ("efficiency", "half_tokens")        # fitted per GPU type
@@ -151,7 +151,7 @@ def _option_params(runs: list[Run], fit: tuple[str, ...], warnings: list[str]) -
     opts = runs[0].instance.options
     across, within = _hops(runs)
     out = []
-    held = f"{8e-9 / opts.stack_s_per_byte:g}" if opts.stack_s_per_byte > 0 else "none"
+    held = f"{s_per_byte_to_gbps(opts.stack_s_per_byte):g}" if opts.stack_s_per_byte > 0 else "none"
     mu = "host_stack_gbps" in fit and bool(across)
     if "host_stack_gbps" in fit and not across:
         warnings.append(f"host_stack_gbps held at {held}: no run has a pipeline link between nodes, "

@@ -24,7 +24,7 @@ def _stack(inst: Instance) -> str:
     nu = inst.options.stack_s_per_byte
     if nu <= 0:
         return "not modelled"
-    return f"{8e-9 / nu:g} Gbit/s ({inst.arrays.mu * 1e3:.3g} ms per message between nodes)"
+    return f"{units.s_per_byte_to_gbps(nu):g} Gbit/s ({inst.arrays.mu * 1e3:.3g} ms per message between nodes)"
 
 
 def _nic_lines(inst: Instance) -> list[str]:

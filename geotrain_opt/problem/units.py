@@ -15,6 +15,11 @@ def gbps_to_bytes_per_s(x: float) -> float:
     return x * GBIT_PER_S
 
 
+def s_per_byte_to_gbps(x: float) -> float:
+    """The rate, in Gbit/s, of something that takes x seconds per byte."""
+    return 1.0 / (x * GBIT_PER_S)
+
+
 def gib_to_bytes(x: float) -> float:
     return x * GIB
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geotrain_opt.problem.instance.network import nic_inv_share
+from geotrain_opt.problem.instance.network import _codes, nic_inv_share
 
 if TYPE_CHECKING:
     from geotrain_opt.problem.instance.records import Instance
@@ -69,8 +69,7 @@ class InstanceArrays:
             inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
         inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
         np.fill_diagonal(inv_beta, 0.0)
-        nodes: dict[str, int] = {}
-        node = np.array([nodes.setdefault(d.node, len(nodes)) for d in inst.devices], dtype=np.int64)
+        node = _codes([d.node for d in inst.devices])
         mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
         exposed = inst.options.exposed_comm * m.boundary_bytes() * inv_beta + mu * (node[:, None] != node[None, :])
         np.fill_diagonal(exposed, 0.0)
