@@ -74,6 +74,10 @@ def draw(seed: int, max_gpus: int = 12, levers: bool = False):
     stack = np.random.default_rng(5000 + seed)        # a stream of its own: the other draws stay
     if stack.random() < 0.3:        # the hosts' network stack on messages between nodes (model.md §3)
         opts["host_stack_gbps"] = float(stack.choice([1.0, 10.0, 100.0]))
+    wan = np.random.default_rng(6000 + seed)          # shared WAN capacity (model.md §3.2), its own stream too
+    if wan.random() < 0.3:
+        for e in d["network"].get("inter_region", []):
+            e["capacity_gbps"] = float(e["bandwidth_gbps"] * wan.choice([0.5, 1.0, 2.0]))
     obj = d.setdefault("objective", {})
     obj["kind"] = str(rng.choice(["time", "energy", "weighted"]))
     try:

@@ -27,7 +27,7 @@ class Evaluation:
     time_s: float
     energy_j: float
     pipeline_s: float                 # max_k T_k
-    allreduce_s: float                # max_j R_j
+    allreduce_s: float                # max_j R_j (or the shared WAN floor, §3.2)
     busy_j: float
     wait_j: float
     network_j: float
@@ -116,7 +116,7 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     Tk = x.pipelines()
     R = x.rings()
     pipeline = max(Tk)
-    allreduce = max(R)
+    allreduce = max(R + [x.wan_sync()])
     T = pipeline + allreduce
     busy, wait, network, cross = x.energy(T)
     E = busy + wait + network
@@ -176,7 +176,7 @@ class _Terms:
             e = [0.0] + [kappa * o + (mu if dev[u].node != dev[v].node else 0.0)
                          for (u, v), o in zip(links, occ)] + [0.0]     # e_{k,-1} = e_{k,P-1} = 0
             row = [t[k][j] + 2.0 * (e[j] + e[j + 1]) for j in range(P)]
-            tau = max(max(row), max(occ, default=0.0))
+            tau = max(max(row), max(occ, default=0.0), self.wan_period(k))
             fill = sum(row) + 2.0 * sum(x)      # the first micro-batch's way, exposed time included
             T_k = Sk[k] * fill + (mk[k] - Sk[k]) * tau
             if not a.gpipe and mk[k] >= 1:
@@ -219,6 +219,31 @@ class _Terms:
                 total = sum(count * (fill + ((q - w) * r if w < q else (q - 1) * tau)) for q, count in flushes)
                 worst = max(worst, total)
         return worst
+
+    def wan_period(self, k: int) -> float:
+        """§3.2: a region pair {r, r'} with a shared capacity carries one message each
+        way per period for every hop of the plan between r and r', so replica k, if one
+        of its hops is between them, has tau_k >= n_{rr'} A / min(C(r->r'), C(r'->r))."""
+        a, g = self.a, self.g_idx
+        hops = [(kk, tuple(sorted((int(a.region[g[kk][j]]), int(a.region[g[kk][j + 1]])))))
+                for kk in range(self.D) for j in range(self.P - 1)]    # inv_cap[r, r] = 0: no charge
+        return max((sum(p == q for _, q in hops) * a.A * max(a.inv_cap[p], a.inv_cap[p[::-1]])
+                    for kk, p in hops if kk == k), default=0.0)
+
+    def wan_sync(self) -> float:
+        """§3.2: every stage's ring runs at once, so the ring edges from region r to r'
+        share C(r->r'): the sync takes at least their bytes over C(r->r'), plus the least
+        latency from r to r' that the last byte still travels."""
+        a, g, D = self.a, self.g_idx, self.D
+        if D == 1:
+            return 0.0
+        load: dict[tuple[int, int], float] = {}
+        for j in range(self.P):
+            for k in range(D):
+                r1, r2 = int(a.region[g[k][j]]), int(a.region[g[(k + 1) % D][j]])
+                if a.inv_cap[r1, r2] > 0:
+                    load[r1, r2] = load.get((r1, r2), 0.0) + 2.0 * (D - 1) / D * a.grad_bytes * self.N[j]
+        return max((b * a.inv_cap[r] + a.cap_alpha[r] for r, b in load.items()), default=0.0)
 
     def rings(self) -> list[float]:
         """R_j of every stage's data-parallel ring."""
@@ -400,7 +425,7 @@ class BatchEvaluator:
         mbf = mb.astype(float)
         u, v = grid[:, :, :-1], grid[:, :, 1:]
         occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
-        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf, sc.exposed(a, u, v))
+        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf, sc.exposed(a, u, v), sc.wan_periods(a, grid))
         cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
         if D > 1:
             nxt = np.roll(grid, -1, axis=1)
@@ -411,7 +436,7 @@ class BatchEvaluator:
             R = np.zeros((n, P))
             cross_ring = np.zeros(n)
         pipeline = Tk.max(axis=1)
-        allreduce = R.max(axis=1)
+        allreduce = np.maximum(R.max(axis=1), sc.wan_sync(a, grid, N))
         T = pipeline + allreduce
         U = mbf[:, :, None] * t
         pw = a.p_wait[grid]

@@ -8,6 +8,9 @@ what the analytic model of formulations/model.md §3 estimates in closed form, s
 compared (benchmarks/model_fidelity.py, formulations/simulator.md).
 
 Options:
+* shared WAN capacity (``capacity_gbps``, formulations/model.md §3.2) is always
+  simulated: every transfer from region r to r' also holds that pair's capacity
+  resource for bytes / C(r->r'), in order of readiness;
 * ``shared_links``: transfers between two regions share one link per direction
   and region pair (capacity = that pair's bandwidth) instead of one per device pair,
   and node NICs (``nic_gbps``) are shared resources per node and direction instead
@@ -92,10 +95,12 @@ class _Links:
     def keys(self, u: int, v: int) -> list[tuple[tuple, float]]:
         """The resources a transfer u -> v occupies, with seconds per byte on each."""
         a = self.inst.arrays
+        ru, rv = int(a.region[u]), int(a.region[v])
+        cap = [(("capacity", ru, rv), float(a.inv_cap[ru, rv]))] if a.inv_cap[ru, rv] > 0 else []
         if not self.shared:
-            return [(("pair", u, v), float(a.inv_beta[u, v]))]     # static NIC share included
-        if a.region[u] != a.region[v]:
-            out = [(("region", int(a.region[u]), int(a.region[v])), float(self.raw_inv_beta[u, v]))]
+            return [(("pair", u, v), float(a.inv_beta[u, v]))] + cap    # static NIC share included
+        if ru != rv:
+            out = [(("region", ru, rv), float(self.raw_inv_beta[u, v]))]
         else:
             out = [(("pair", u, v), float(self.raw_inv_beta[u, v]))]
         if self.node[u] != self.node[v]:
@@ -103,17 +108,44 @@ class _Links:
                 out.append((("nic-out", self.node[u]), 1.0 / self.nic[u]))
             if self.nic[v]:
                 out.append((("nic-in", self.node[v]), 1.0 / self.nic[v]))
-        return out
+        return out + cap
 
     def transfer(self, u: int, v: int, ready: float, nbytes: float) -> float:
-        """Start no earlier than ``ready`` and once every resource is free; returns the arrival time."""
+        """Start no earlier than ``ready`` and once every resource is free; returns the
+        arrival time. A resource is held for the message's bytes at its own rate: a
+        region pair's shared capacity for A/C, the device pair's link for A/beta
+        (formulations/simulator.md)."""
         a = self.inst.arrays
         ks = self.keys(u, v)
         start = max([ready] + [self.free_at.get(k, 0.0) for k, _ in ks])
-        busy = max(nbytes * spb for _, spb in ks)
-        for k, _ in ks:
-            self.free_at[k] = start + busy
-        return start + busy + a.alpha[u, v]
+        for k, spb in ks:
+            self.free_at[k] = start + nbytes * spb
+        return start + max(nbytes * spb for _, spb in ks) + a.alpha[u, v]
+
+
+def _rings(a, plan: Plan, grid, stage_end: list[list[float]], links: _Links,
+           ops_log: list | None) -> tuple[float, float]:
+    """Every stage's ring all-reduce (2(D-1) steps of N_j/D bytes per edge), the steps
+    in order of readiness across stages (a step of the stage whose previous step ended
+    first goes first: shared capacity is FIFO). Returns (longest ring, last end)."""
+    D, P, c = plan.replicas, plan.stages, plan.cuts
+    if D == 1:
+        return 0.0, 0.0
+    nbytes = [a.grad_bytes * float(sc.stage_params(a, c[j], c[j + 1], j == 0, j == P - 1)) / D for j in range(P)]
+    t0 = [max(stage_end[k][j] for k in range(D)) for j in range(P)]
+    heap = [(t0[j], j, 0) for j in range(P)]
+    heapq.heapify(heap)
+    longest = end = 0.0
+    while heap:
+        t, j, step = heapq.heappop(heap)
+        t = max(links.transfer(int(grid[k][j]), int(grid[(k + 1) % D][j]), t, nbytes[j]) for k in range(D))
+        if step + 1 < 2 * (D - 1):
+            heapq.heappush(heap, (t, j, step + 1))
+            continue
+        if ops_log is not None:
+            ops_log += [(plan.grid[k][j], "AR", -1, t0[j], t) for k in range(D)]
+        longest, end = max(longest, t - t0[j]), max(end, t)
+    return longest, end
 
 
 def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous: bool = False,
@@ -211,20 +243,8 @@ def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous:
     pipe_end = [max(stage_end[k]) for k in range(D)]
     pipeline = max(pipe_end)
     # ring all-reduce of each stage, step by step, after the last backward of the stage
-    ar_end = pipeline
-    allreduce = 0.0
-    if D > 1:
-        for j in range(P):
-            nbytes = a.grad_bytes * float(sc.stage_params(a, c[j], c[j + 1], j == 0, j == P - 1)) / D
-            t = max(stage_end[k][j] for k in range(D))
-            t0 = t
-            for _step in range(2 * (D - 1)):
-                arrivals = [links.transfer(int(grid[k][j]), int(grid[(k + 1) % D][j]), t, nbytes) for k in range(D)]
-                t = max(arrivals)
-            if record:
-                ops_log += [(plan.grid[k][j], "AR", -1, t0, t) for k in range(D)]
-            allreduce = max(allreduce, t - t0)
-            ar_end = max(ar_end, t)
+    allreduce, ar_end = _rings(a, plan, grid, stage_end, links, ops_log if record else None)
+    ar_end = max(ar_end, pipeline)
     T = ar_end
     energy = 0.0
     wait = {}

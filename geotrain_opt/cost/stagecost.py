@@ -82,17 +82,19 @@ def exposed(a: "InstanceArrays", u: Num, v: Num) -> Num:
 
 
 def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, m: Num,
-                 ex: np.ndarray) -> Num:
+                 ex: np.ndarray, floor: Num = 0.0) -> Num:
     """T_k over the last axis: t (..., P) stage times, occ/lat/ex (..., P-1) link
-    occupancy, latency and exposed time, m micro-batches (broadcast against t[..., 0]).
+    occupancy, latency and exposed time, m micro-batches (broadcast against t[..., 0]),
+    ``floor`` the period that shared WAN capacity imposes (:func:`wan_periods`).
 
     T_k = S_k (sum r + 2 sum x) + (m_k - S_k) tau_k, r_j = t_j + 2 (e_{j-1} + e_j),
-    tau_k = max(max_j r_j, max_j o_j)."""
+    tau_k = max(max_j r_j, max_j o_j, floor)."""
     pad = np.zeros(t.shape[:-1] + (1,))
     around = np.concatenate([pad, ex], axis=-1) + np.concatenate([ex, pad], axis=-1)
     tau = (t + 2.0 * around).max(axis=-1)
     if occ.shape[-1]:
         tau = np.maximum(tau, occ.max(axis=-1))
+    tau = np.maximum(tau, floor)
     m = np.asarray(m, dtype=float)
     S, _q = flushes(a, m)
     # the fill: one micro-batch through every stage's row (its exposed time included) and back
@@ -139,6 +141,51 @@ def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarra
             block += count * (fill[..., None] + np.where(w < q, (q - w) * r, (q - 1.0) * tau[..., None]))
         out = np.maximum(out, block.max(axis=-1))
     return out
+
+
+def wan_periods(a: "InstanceArrays", g: np.ndarray) -> np.ndarray:
+    """Shared WAN capacity (formulations/model.md §3.2), pipelines: the period floor of
+    every replica, (..., D) from grids g (..., D, P) of device indices. A region pair
+    {r, r'} with a capacity carries, per period, one message each way for every hop of
+    the plan between r and r' (activations one way, gradients the other), so a replica
+    with such a hop has tau_k >= n_{rr'} A max(1/C(r->r'), 1/C(r'->r))."""
+    g = np.asarray(g)
+    out = np.zeros(g.shape[:-1])
+    if g.shape[-1] < 2 or not a.shared_wan:
+        return out
+    R = a.inv_cap.shape[0]
+    ru, rv = a.region[g[..., :-1]], a.region[g[..., 1:]]           # (..., D, P-1)
+    per_msg = a.A * np.maximum(a.inv_cap[ru, rv], a.inv_cap[rv, ru])
+    pid = np.minimum(ru, rv) * R + np.maximum(ru, rv)              # the unordered pair
+    lead = int(np.prod(g.shape[:-2], dtype=np.int64))
+    flat = pid.reshape(lead, -1) + (np.arange(lead) * R * R)[:, None]
+    hit = per_msg.reshape(lead, -1) > 0
+    counts = np.bincount(flat[hit], minlength=lead * R * R).astype(float)
+    load = np.where(hit, counts[flat] * per_msg.reshape(lead, -1), 0.0).reshape(per_msg.shape)
+    return load.max(axis=-1)
+
+
+def wan_sync(a: "InstanceArrays", g: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """Shared WAN capacity (§3.2), data parallelism: the sync floor (...,) from grids g
+    (..., D, P) and stage parameters N (..., P). Every stage's ring runs at once, so the
+    ring edges from region r to r' of all stages share C(r->r'): the sync takes at least
+    sum_j 2 (D-1)/D grad_bytes N_j #{edges of ring j from r to r'} / C(r->r'), and the
+    last of those bytes one latency more (the least from r to r', a.cap_alpha)."""
+    g = np.asarray(g)
+    D = g.shape[-2]
+    lead_shape = g.shape[:-2]
+    if D < 2 or not a.shared_wan:
+        return np.zeros(lead_shape)
+    R = a.inv_cap.shape[0]
+    ru, rv = a.region[g], a.region[np.roll(g, -1, axis=-2)]        # edge k -> k+1 mod D
+    nbytes = 2.0 * (D - 1) / D * a.grad_bytes * np.broadcast_to(np.asarray(N, dtype=float)[..., None, :], g.shape)
+    lead = int(np.prod(lead_shape, dtype=np.int64))
+    flat = (ru * R + rv).reshape(lead, -1) + (np.arange(lead) * R * R)[:, None]
+    hit = (a.inv_cap[ru, rv] > 0).reshape(lead, -1)
+    total = np.bincount(flat[hit], weights=nbytes.reshape(lead, -1)[hit], minlength=lead * R * R)
+    total = total.reshape(lead, R * R)
+    floor = total * a.inv_cap.reshape(-1) + np.where(total > 0, a.cap_alpha.reshape(-1), 0.0)
+    return floor.max(axis=-1).reshape(lead_shape)
 
 
 def ring_time(a: "InstanceArrays", D: int, N: Num, inv_beta_max: Num, alpha_max: Num) -> Num:

@@ -103,11 +103,15 @@ def describe_instance(inst: Instance) -> str:
             for r2 in regs[i + 1:]:
                 u, v = first[r1], first[r2]
                 eg = inst.egress_usd_per_byte
+                cap = [inst.wan_capacity.get(p) for p in ((r1, r2), (r2, r1))]
                 link_rows.append([f"{r1} - {r2}", f"{inst.alpha[u, v] * 1e3:g}",
                                   f"{inst.beta[u, v] / units.GBIT_PER_S:g}"]
-                                 + ([f"{eg[u, v] * 1e9:g} / {eg[v, u] * 1e9:g}"] if eg is not None else []))
+                                 + ([f"{eg[u, v] * 1e9:g} / {eg[v, u] * 1e9:g}"] if eg is not None else [])
+                                 + ([" / ".join(f"{c / units.GBIT_PER_S:g}" if c else "-" for c in cap)]
+                                    if inst.wan_capacity else []))
         out.append(table(link_rows, ["regions", "latency ms", "bandwidth Gbit/s"]
-                         + (["egress USD/GB (->/<-)"] if inst.egress_usd_per_byte is not None else [])))
+                         + (["egress USD/GB (->/<-)"] if inst.egress_usd_per_byte is not None else [])
+                         + (["shared capacity Gbit/s (->/<-)"] if inst.wan_capacity else [])))
         out.append("")
     need = a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)
     out.append(f"training state of the whole model: {_fmt_bytes(need)} "

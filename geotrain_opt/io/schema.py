@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain_opt.problem.instance import BATCH_SPLITS, INT_MAX, LIMITS, MAX_DEVICES, OBJECTIVES, SCHEDULES
+from geotrain_opt.problem.instance.network import MIN_CAPACITY_GBPS
 from geotrain_opt.common.provenance import PLAN_SCHEMA, RESULT_SCHEMA
 
 DIR = Path(__file__).parent / "schemas"
@@ -112,7 +113,10 @@ def instance_schema() -> dict[str, Any]:
                   doc="full n x n matrices in the device order given (diagonal ignored)")
     region_pair = _obj({"a": _STR, "b": _STR, **link,
                         "egress_usd_per_gb": _num("egress_usd_per_gb", nonneg=True,
-                                                  doc="USD per GB sent from a to b (cost, §9); default 0")},
+                                                  doc="USD per GB sent from a to b (cost, §9); default 0"),
+                        "capacity_gbps": {**_num("capacity_gbps", doc="aggregate Gbit/s from a to b that all of a "
+                                                 "plan's traffic shares (§3.2); absent: every device pair has its "
+                                                 "own link"), "minimum": MIN_CAPACITY_GBPS}},
                        ("a", "b", "latency_ms", "bandwidth_gbps"),
                        doc="{a, b} covers both directions unless {b, a} is listed too")
     network = _obj({"intra_node": link_obj, "intra_region": link_obj,

@@ -43,6 +43,8 @@ class InstanceArrays:
     kappa: float             # exposed pipeline communication
     mu: float                # A / gamma: a message's time in the hosts' network stacks between nodes, s
     exposed: np.ndarray      # (n, n) exposed time of one message u -> v: kappa A / beta + mu [nodes differ]
+    inv_cap: np.ndarray      # (R, R) s/byte of the shared capacity from region r to r' (0: none, §3.2)
+    cap_alpha: np.ndarray    # (R, R) the least latency from region r to r' where inv_cap > 0
     steps: int               # accumulation steps S
     logits_per_inflight: bool  # recompute none: logits of every in-flight micro-batch are kept
     # §10 clocks: per device and level (0 = full clock), padded with level 0
@@ -50,6 +52,11 @@ class InstanceArrays:
     clock_busy: np.ndarray     # (n, levels) busy power at that clock, W, times PUE
     n_levels: np.ndarray       # (n,) levels of each device
     has_clocks: bool
+
+    @property
+    def shared_wan(self) -> bool:
+        """Whether a region pair's capacity is shared by the plan's traffic (§3.2)."""
+        return bool(self.inv_cap.any())
 
     @staticmethod
     def build(inst: Instance) -> "InstanceArrays":
@@ -68,6 +75,8 @@ class InstanceArrays:
         with np.errstate(divide="ignore"):
             inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
         inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
+        inv_cap, cap_alpha = _inv_capacity(inst, regions, reg)
+        inv_beta = np.maximum(inv_beta, inv_cap[reg[:, None], reg[None, :]])   # no message outruns its pair
         np.fill_diagonal(inv_beta, 0.0)
         node = _codes([d.node for d in inst.devices])
         mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
@@ -88,14 +97,26 @@ class InstanceArrays:
             state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, M=m.num_micro_batches, L=L,
             gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",
             net_j_per_byte=inst.net_j_per_byte,
-            kappa=inst.options.exposed_comm, mu=mu, exposed=exposed, steps=inst.options.accumulation_steps,
+            kappa=inst.options.exposed_comm, mu=mu, exposed=exposed, inv_cap=inv_cap, cap_alpha=cap_alpha, steps=inst.options.accumulation_steps,
             logits_per_inflight=m.recompute != "full",
             **_clock_tables(inst, pue),
         )
         for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta, arrs.exposed,
-                  arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
+                  arrs.inv_cap, arrs.cap_alpha, arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs
+
+
+def _inv_capacity(inst: Instance, regions: dict[str, int], reg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(R, R) seconds per byte of each region pair's shared capacity (0 where none) and
+    the least latency of a link from r to r' (where a capacity is given)."""
+    R = len(regions)
+    inv, lat = np.zeros((R, R)), np.zeros((R, R))
+    for (ra, rb), bps in inst.wan_capacity.items():
+        i, j = regions[ra], regions[rb]
+        inv[i, j] = 1.0 / bps
+        lat[i, j] = float(inst.alpha[np.ix_(reg == i, reg == j)].min())
+    return inv, lat
 
 
 def _clock_tables(inst: Instance, pue: np.ndarray) -> dict:

@@ -29,7 +29,7 @@ LIMITS: dict[str, float] = {
     "time_ref_s": 1e12, "energy_ref_j": 1e18, "max_time_s": 1e12, "max_energy_j": 1e18,
     "price_per_hour": 1e6, "egress_usd_per_gb": 1e6, "carbon_g_per_kwh": 1e5,
     "max_cost_usd": 1e15, "max_carbon_g": 1e18,
-    "half_tokens": 1e12, "host_stack_gbps": 1e12,
+    "half_tokens": 1e12, "host_stack_gbps": 1e12, "capacity_gbps": 1e12,
 }
 
 

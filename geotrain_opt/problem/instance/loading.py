@@ -13,7 +13,7 @@ import numpy as np
 from geotrain_opt.problem import units
 from geotrain_opt.problem.catalog import GPU_CATALOG, MODEL_PRESETS, GpuType, default_clocks
 from geotrain_opt.errors import InstanceError
-from geotrain_opt.problem.instance.network import _read_network, read_egress
+from geotrain_opt.problem.instance.network import _read_network, read_capacity, read_egress
 from geotrain_opt.problem.instance.records import Device, Instance, Model, Objective, Options
 from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _MODEL, _TOP, BATCH_SPLITS, LIMITS, RECOMPUTE,
                                                   MAX_DEVICES, OBJECTIVES, SCHEDULES, _Reader)
@@ -117,6 +117,7 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
     net_r = _Reader(top.req("network"), "network")
     alpha, beta = _read_network(net_r, devices)
     egress = read_egress(net_r, devices)
+    capacity = read_capacity(net_r)
     energy = _Reader(top.get("energy", {}), "energy")
     energy.unknown_keys({"net_j_per_byte", "pue", "carbon_g_per_kwh"})
     net_j = energy.number("net_j_per_byte", 0.0, nonneg=True)
@@ -135,7 +136,8 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
         carbon = _by_region(energy, "carbon_g_per_kwh", known_regions, nonneg=True)
     inst = Instance(name=str(top.get("name", default_name)), model=model, devices=devices,
                     alpha=alpha, beta=beta, net_j_per_byte=net_j, pue_region=pue,
-                    options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon)
+                    options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon,
+                    wan_capacity=capacity)
     inst.check_priced()
     _check_fits_somewhere(inst)
     return inst

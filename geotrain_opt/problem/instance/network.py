@@ -66,7 +66,7 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
             out.setdefault((b, a), v)
         return out
 
-    inter = directed(r.get("inter_region", []), r.sub("inter_region"), regions, "region", {EGRESS})
+    inter = directed(r.get("inter_region", []), r.sub("inter_region"), regions, "region", {EGRESS, CAPACITY})
     pairs = directed(r.get("pairs", []), r.sub("pairs"), set(idx), "device")
     tiers = {}
     for key in ("intra_node", "intra_region"):
@@ -146,6 +146,31 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
 
 
 EGRESS = "egress_usd_per_gb"
+CAPACITY = "capacity_gbps"
+MIN_CAPACITY_GBPS = 1e-6
+
+
+def read_capacity(r: _Reader) -> dict[tuple[str, str], float]:
+    """Bytes/s that all of a plan's traffic from region a to region b shares, from the
+    ``capacity_gbps`` of the ``inter_region`` entries ({a, b} covers both directions
+    unless {b, a} is listed too, as for links); empty when no entry gives one
+    (formulations/model.md §3.2). Call after :func:`_read_network` checked the entries."""
+    entries = r.get("inter_region", []) if r.has("inter_region") else []
+    explicit: dict[tuple[str, str], float] = {}
+    listed = set()
+    for i, e in enumerate(entries):
+        er = _Reader(e, f"{r.sub('inter_region')}[{i}]")
+        listed.add((er.string("a"), er.string("b")))
+        if er.has(CAPACITY):
+            gbps = er.number(CAPACITY, positive=True, maximum=LIMITS[CAPACITY])
+            if gbps < MIN_CAPACITY_GBPS:      # below it a message would take longer than any limit
+                raise InstanceError(er.sub(CAPACITY), f"must be at least {MIN_CAPACITY_GBPS:g}, got {gbps!r}")
+            explicit[(er.string("a"), er.string("b"))] = units.gbps_to_bytes_per_s(gbps)
+    out = dict(explicit)
+    for (a, b), v in explicit.items():
+        if (b, a) not in listed:
+            out[b, a] = v
+    return out
 
 
 def read_egress(r: _Reader, devices: list[Device]) -> np.ndarray | None:

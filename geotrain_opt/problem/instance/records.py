@@ -159,6 +159,9 @@ class Instance:
     # regions ((n, n), None: no egress priced) and grams of CO2 per kWh by region
     egress_usd_per_byte: np.ndarray | None = None
     carbon_region: dict[str, float] = field(default_factory=dict)
+    # shared WAN capacity (formulations/model.md §3.2): bytes/s of all the plan's traffic
+    # from region a to region b, by (a, b); empty: every device pair has its own link
+    wan_capacity: dict[tuple[str, str], float] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------- derived arrays

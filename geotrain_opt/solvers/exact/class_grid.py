@@ -79,6 +79,8 @@ def not_applicable(inst: Instance, D: int) -> str | None:
         # its replica rows are version 2's: under 1F1B they leave out the window
         # (model.md §3.1), so they would find and exclude plans one by one, not close shapes
         return "1F1B's window is not in the class grid's rows"
+    if a.shared_wan:
+        return "shared WAN capacity (model.md §3.2) is not in the class grid's rows"
     for pre in (a.w_prefix, a.par_prefix, a.act_prefix):
         if not np.allclose(np.diff(pre), pre[1] - pre[0], rtol=1e-12, atol=0.0):
             return "layers of different sizes"

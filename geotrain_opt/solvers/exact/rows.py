@@ -14,7 +14,6 @@ from geotrain_opt.problem.tolerances import LIMIT_MARGIN
 from geotrain_opt.solvers.exact.spec import Backend, BuildSpec, BuildTimeout, Terms
 
 
-
 def _identical_layers(inst: Instance) -> bool:
     return all(row == (1.0, 1.0, 1.0) for row in inst.model.layer_scale)
 
@@ -195,7 +194,8 @@ class _Model:
         lk_ub = float((a.alpha + a.A * a.inv_beta).max())
         occ_ub = float(a.A * a.inv_beta.max())
         ex_ub = float(a.exposed.max())
-        tau_ub = max(t_ub + 4.0 * ex_ub, occ_ub)
+        wan_ub = a.A * float(a.inv_cap.max()) * D * max(P - 1, 0)    # §3.2: D (P-1) messages per period
+        tau_ub = max(t_ub + 4.0 * ex_ub, occ_ub, wan_ub)
         Tk_ub = min(a.steps, M) * (P * t_ub + (P - 1) * (2 * lk_ub + 4 * ex_ub)) + (M - 1) * tau_ub
         if not a.gpipe:
             # 1F1B's window: at most q_f + 1 round trips of at most P rows and 2(P-1) hops per flush
@@ -203,6 +203,8 @@ class _Model:
         self.N_tot = N_tot = float(a.par_prefix[-1] + a.emb_params + a.head_params)
         self.cring = cring = 2.0 * (D - 1) / D * a.grad_bytes
         R_ub = cring * N_tot * float(a.inv_beta.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
+        if D > 1 and a.shared_wan:         # §3.2: every ring edge of every stage over one pair
+            R_ub = max(R_ub, cring * N_tot * D * float(a.inv_cap.max()) + float(a.cap_alpha.max()))
         T_ub = Tk_ub + R_ub
         if time_cap is not None:
             T_ub = min(T_ub, time_cap * (1 + 1e-9))
@@ -227,6 +229,7 @@ class _Model:
         self.T_ub = T_ub
         self.t_ub, self.lk_ub, self.occ_ub, self.ex_ub, self.tau_ub, self.R_ub = (
             min(v, T_ub) for v in (t_ub, lk_ub, occ_ub, ex_ub, tau_ub, R_ub))
+        self.tau_ub = tau_ub if a.shared_wan else self.tau_ub   # §3.2: its floor may pass T where m_k = S_k
 
     def stage_times(self) -> None:
         """t[k,j] >= W_j / speed_u if x[u,k,j]."""
@@ -297,9 +300,8 @@ class _Model:
                 be.ge(Rmax, [(1.0, Rb), (1.0, Ra)])
 
     def makespan(self) -> None:
-        """T >= S_k (sum_j r_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax, one row per value of m_k
-        (r_kj: stage j's row, its exposed time included);
-        under 1F1B also T >= every stage's window row + Rmax (formulations/exact.md §3.2)."""
+        """T >= S_k (sum_j r_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax per value of m_k (r_kj: stage
+        j's row); under 1F1B also T >= every stage's window row + Rmax (formulations/exact.md §3.2)."""
         be, K, J, P, lk, tau = self.be, self.K, self.J, self.P, self.lk, self.tau
         self.T = T = be.real("T", self.T_ub, self.spec.t_unit)
         for k in K:
@@ -472,9 +474,7 @@ class _Model:
         """The objective (time, energy, weighted, cost or carbon), the limits and the cutoff."""
         be, obj, kind, T, E_terms = self.be, self.obj, self.kind, self.T, self.E_terms
         t_unit, e_unit, cutoff = self.spec.t_unit, self.spec.e_unit, self.spec.cutoff
-        if obj.max_energy_j is not None:
-            # a hair inside the limit: an LP solver's feasibility tolerance (1e-7)
-            # must not hand back a plan that the exact evaluator finds over it
+        if obj.max_energy_j is not None:   # a hair inside: an LP solver's 1e-7 must not pass the evaluator's limit
             be.le(E_terms, obj.max_energy_j * (1 - LIMIT_MARGIN), e_unit)
         priced_unit = {"cost": self.spec.c_unit, "carbon": self.spec.q_unit}
         for name, cap in (("cost", obj.max_cost_usd), ("carbon", obj.max_carbon_g)):
