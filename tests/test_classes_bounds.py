@@ -326,36 +326,40 @@ def test_dtfm_bound_beats_the_compute_bound_and_memory_closes_shapes():
 def test_polished_cuts_of_dtfm_case_2_and_its_bound():
     """The node-mixed 16x4 plan of Case 2 with its cuts hill-climbed, the evaluator's
     time of that plan, and the instance's bound below it. Under cost model v2 the two
-    met (21.7412 s: the optimality proof); under v3 the optimum is an 8x8 plan
-    (20.0526 s) that only the class grid proves
-    (test_dtfm_case_2_is_proved_with_the_class_grid), and the bound is 1.6 % below it."""
+    met (21.7412 s: the optimality proof); under v3's first slices the optimum was an
+    8x8 plan (20.0526 s); with GPipe's period the sum of its two phases' (model.md §3)
+    this polished plan is the optimum again, 20.6706 s, which the class grid proves
+    (test_dtfm_case_2_is_proved_with_the_class_grid), and the bound is 4.5 % below it."""
     from geotrain_opt.construct.heuristics import node_mixed, polish_cuts
     inst = load_instance("instances/real/dtfm-2-datacenter-spot.yaml")
     ev = BatchEvaluator(inst)
     grid, cuts, mb = node_mixed(inst, 16, 4)
     assert list(cuts) == [0, 6, 13, 19, 24]
     start = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
-    assert start == pytest.approx(21.4808, abs=1e-4)
+    assert start == pytest.approx(21.8792, abs=1e-4)
     # the slow link between the two halves of a replica pulls both middle cuts one
     # layer down: one pair move after the single moves stall
     cuts2, v = polish_cuts(inst, ev, grid, cuts, mb)
     assert list(cuts2) == [0, 5, 12, 19, 24]
     assert v == pytest.approx(evaluate(inst, Plan.from_indices(inst.ids, grid, cuts2, mb)).time_s, rel=1e-12)
-    assert v == pytest.approx(20.2722, abs=1e-4) and v < start
+    assert v == pytest.approx(CASE2_OPTIMUM, rel=1e-9) and v < start
     value, _by = instance_bound(inst)
-    assert value == pytest.approx(19.7304, abs=1e-4) and value < 20.0526 < v
+    assert value == pytest.approx(19.7304, abs=1e-4) and value < v
+
+
+CASE2_OPTIMUM = 20.670584297881604
 
 
 @pytest.mark.slow
 def test_dtfm_case_2_is_proved_with_the_class_grid():
-    """Case 2 under cost model v3: CP-SAT proves 20.0526 s (8x8), three shapes closed
-    by the class grid, the rest by their bounds (90 s on two cores)."""
+    """Case 2 under cost model v3: CP-SAT proves 20.6706 s (16x4), eight shapes closed
+    by the class grid, the rest by their bounds (21 s on two cores)."""
     inst = load_instance("instances/real/dtfm-2-datacenter-spot.yaml")
     res = get("cpsat")(inst, SolveOptions(time_limit_s=600, workers=2))
-    assert res.status == "optimal" and res.objective_value == pytest.approx(20.05256071282688, rel=1e-9)
+    assert res.status == "optimal" and res.objective_value == pytest.approx(CASE2_OPTIMUM, rel=1e-9)
     last = {(s["D"], s["P"]): s for s in res.stats["shape_log"]}
     assert all(s["status"] == "closed" for s in last.values())
-    assert (res.plan.replicas, res.plan.stages) == (8, 8)
+    assert (res.plan.replicas, res.plan.stages) == (16, 4)
 
 
 @pytest.mark.parametrize("engine", ["cpsat", "milp"])
@@ -364,8 +368,8 @@ def test_dtfm_64_gpu_cases_are_proved_by_their_bounds(case, optimum, engine):
     """DT-FM's 64-GPU Case 1: the polished constructive plan reaches the bound of its
     shape and every other shape's bound is no lower, so both engines prove the
     optimum without solving a model (about 10 s, mostly the bounds). (Case 2 was
-    proved so under cost model v2; under v3 its optimum moved to 8x8, which the class
-    grid closes: test_dtfm_case_2_is_proved_with_the_class_grid.)"""
+    proved so under cost model v2; under v3 its bound falls short of its optimum and
+    the class grid closes the rest: test_dtfm_case_2_is_proved_with_the_class_grid.)"""
     inst = load_instance(f"instances/real/{case}.yaml")
     res = get(engine)(inst, SolveOptions(time_limit_s=60, workers=2))
     assert res.status == "optimal" and res.objective_value == pytest.approx(optimum, rel=1e-9)
@@ -679,14 +683,15 @@ def test_site_rings_pairs_london_and_frankfurt_on_case_5():
     between the cities, the replicas' link between the two stages stays inside one.
     It returns the best of its candidates, the whole-ring plans among them, each its
     own evaluation. Under cost model v2 (kappa 0.5) a pair of London and Frankfurt won
-    (below 31.3993 s); under v3 a ring per city is as good (25.1797 s)."""
+    (below 31.3993 s); under v3 a ring per city is as good (27.0434 s; 25.1797 s
+    before GPipe's period became its two phases')."""
     from geotrain_opt.construct.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-5-worldwide-geo.yaml")
     region = np.array([d.region for d in inst.devices])
     single = evaluate(inst, Plan.from_indices(inst.ids, *site_rings(inst, 8, 6, pairs=0))).time_s
     grid, cuts, mb = site_rings(inst, 8, 6)
     T = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
-    assert T <= single * (1 + 1e-12) and single == pytest.approx(25.17966285359186, rel=1e-9)
+    assert T <= single * (1 + 1e-12) and single == pytest.approx(27.0434123791476, rel=1e-9)
     assert len(np.unique(grid)) == 48
     spans = [len(set(region[grid[:, j]])) for j in range(6)]
     assert set(spans) <= {1, 2}
@@ -730,36 +735,42 @@ def test_ring_front_is_one_cut_for_both_ring_terms():
         assert got == pytest.approx(want, rel=1e-9), (exempt, links, steady, tau0)
 
 
-def test_dtfm_case_4_shape_bound_is_its_best_plan():
+def test_dtfm_case_4_shape_bound_and_its_site_rings_plan():
     """Case 4, 16x4 (four regions of 16 = D single-GPU machines): with a ring per
     region the replicas' links are the regions' own (sites in order), and a plan
     with a crossing ring has at least two (every device used, every region full),
-    whose sites and patterns the whole-sites bound names: the shape's bound is the
-    value of the plan with one ring per region in the order California, Oregon,
-    Virginia, Ohio, cuts 6/6/6/6, found again by ``site_rings``: 19.4793 s (cost model
-    v2: Ohio, Virginia, Oregon, California, 7/5/5/7, 22.3643 s; before these rules the
-    bound was 20.90 s there). Another shape's bound is lower (19.4241 s): the class
-    grid closes it (test_dtfm_case_4_is_proved_by_its_bounds)."""
+    whose sites and patterns the whole-sites bound names. The shape's bound, 19.4793 s,
+    was the value of the plan with one ring per region (California, Oregon, Virginia,
+    Ohio, cuts 6/6/6/6) until GPipe's period became its two phases' (model.md §3): the
+    bounds still charge one period of max(row, o), a valid and now weaker floor. The same
+    layout, found again by ``site_rings``, now cuts 7/6/6/5 at 20.3269 s; the optimum is
+    19.6160 s (test_dtfm_case_4_is_proved_by_its_bounds). (Cost model v2: Ohio,
+    Virginia, Oregon, California, 7/5/5/7, 22.3643 s; before these rules the bound was
+    20.90 s there.) Another shape's bound is lower (19.4241 s)."""
     from geotrain_opt.construct.site_layouts import site_rings
     inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
     grid, cuts, mb = site_rings(inst, 16, 4)
     assert [inst.devices[g].region for g in grid[0]] in (["california", "oregon", "virginia", "ohio"],
                                                          ["ohio", "virginia", "oregon", "california"])
-    assert list(cuts) == [0, 6, 12, 18, 24]
-    best = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
-    assert best == pytest.approx(19.479321455949787, rel=1e-12)
-    assert ShapeBounds(inst)(16, 4).value == pytest.approx(best, rel=1e-9)
+    assert list(cuts) == [0, 7, 13, 19, 24]
+    plan_value = evaluate(inst, Plan.from_indices(inst.ids, grid, cuts, mb)).time_s
+    assert plan_value == pytest.approx(20.326945814663603, rel=1e-12)
+    bound = ShapeBounds(inst)(16, 4).value
+    assert bound == pytest.approx(19.47932145594979, rel=1e-9) and bound < CASE4_OPTIMUM < plan_value
     value, _by = instance_bound(inst)
-    assert value == pytest.approx(19.4240758929408, rel=1e-9) and value < best
+    assert value == pytest.approx(19.4240758929408, rel=1e-9) and value < bound
+
+
+CASE4_OPTIMUM = 19.616006084949163
 
 
 def test_dtfm_case_4_is_proved_by_its_bounds():
-    """Every shape but one is closed by its bound; the class grid (a CP-SAT model)
-    closes the last one, so CP-SAT proves Case 4 in about 10 s. (Under cost model v2
-    the bounds alone closed all 79 shapes, and the MILP proved it too.)"""
+    """Every shape but a few is closed by its bound; the class grid (a CP-SAT model)
+    closes the rest, so CP-SAT proves Case 4 (19.6160 s; 19.4793 s before GPipe's
+    two phases; under cost model v2 the bounds alone closed all 79 shapes)."""
     inst = load_instance("instances/real/dtfm-4-regional-geo.yaml")
     res = get("cpsat")(inst, SolveOptions(time_limit_s=60, workers=2))
-    assert res.status == "optimal" and res.objective_value == pytest.approx(19.479321455949787, rel=1e-9)
+    assert res.status == "optimal" and res.objective_value == pytest.approx(CASE4_OPTIMUM, rel=1e-9)
     last = {(s["D"], s["P"]): s for s in res.stats["shape_log"]}
     assert all(s["status"] == "closed" for s in last.values())
 

@@ -87,8 +87,10 @@ def test_logits_once_under_recomputation(tiny_dict):
     assert ev.memory_bytes["w0"] == approx(600_416_000)
     assert ev.memory_bytes["e0"] == approx(560_416_000 + 2 * 2e6 * 4)
     # work 4F per layer: t0 = 2.24e11/5e13 = 4.48e-3, t1 = (2.24e11 + 6e10)/5e13 = 5.68e-3
-    # T = 4.48e-3 + 5.68e-3 + 0.024 + 3 * 5.68e-3 = 0.0512 (kappa = 0)
-    assert ev.time_s == approx(0.0512)
+    # forwards (a quarter of the layers' work, a third of the head's): f1 = (5.6e10 + 2e10)/5e13
+    # = 1.52e-3 < o = 2e-3, so GPipe's forward phase runs at the link, the backward at
+    # b1 = 4.16e-3: T = 4.48e-3 + 5.68e-3 + 0.024 + 3 * (2e-3 + 4.16e-3) = 0.05264 (kappa = 0)
+    assert ev.time_s == approx(0.05264)
     check_batch_matches(inst, PIPE, ev)
 
 

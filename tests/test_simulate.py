@@ -41,9 +41,10 @@ def test_gpipe_by_hand_link_bound_forwards(tiny_dict):
     # activations reach w0 at 13.12, 15.12, 17.12, 19.12 ms; w0 ends its backwards at
     # 23.68 .. 32.8; gradients arrive at 35.68 .. 44.8; e0's last backward ends 47.04 ms.
     assert r.time_s == pytest.approx(0.04704, rel=1e-12)
-    # the analytic model charges max(t_j, A/beta) per micro-batch with t_j the whole
-    # forward+backward time, so it misses the link-bound forward phase: 45.6 ms
-    assert evaluate(inst, plan).time_s == pytest.approx(0.0456, rel=1e-12)
+    # the analytic model (version 3) gives each phase its own bottleneck: the forwards
+    # the link's 2 ms, the backwards w0's 3.04 ms, 3.36 + 4.56 + 24 + 3 (2 + 3.04) = 47.04 ms
+    # (version 2 charged one max(t_j, A/beta) = 4.56 ms per micro-batch: 45.6 ms)
+    assert evaluate(inst, plan).time_s == pytest.approx(0.04704, rel=1e-12)
 
 
 def test_rendezvous_by_hand(tiny_dict):

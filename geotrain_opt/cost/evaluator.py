@@ -15,9 +15,11 @@ import numpy as np
 from geotrain_opt.cost import objective as objmod
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.problem.instance import Instance
-from geotrain_opt.errors import PlanError
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.problem.tolerances import LIMIT_RTOL
+from geotrain_opt.cost.plan_checks import check_plan, plan_errors, plan_instance
+
+__all__ = ["BatchEvaluator", "BatchResult", "Evaluation", "check_plan", "evaluate", "plan_errors", "plan_instance"]
 
 
 @dataclass
@@ -57,54 +59,6 @@ class Evaluation:
             "within_limits": self.within_limits, "limit_violations": list(self.limit_violations),
         } | ({"cost_usd": self.cost_usd} if self.cost_usd is not None else {}) \
           | ({"carbon_g": self.carbon_g} if self.carbon_g is not None else {})
-
-
-def plan_errors(inst: Instance, plan: Plan) -> list[str]:
-    """What makes ``plan`` not a plan of ``inst`` at all (formulations/model.md §2):
-    unknown or repeated devices, cuts that are not 0 = c_0 < ... < c_P = L, a split
-    that is not positive integers summing to M (equal ones under a uniform split)."""
-    errors: list[str] = []
-    L, M = inst.model.layers, inst.model.num_micro_batches
-    unknown = [g for row in plan.grid for g in row if g not in inst.index]
-    if unknown:
-        errors.append(f"grid: unknown device id {unknown[0]!r}")
-    seen: set[str] = set()
-    dup = sorted({g for row in plan.grid for g in row if g in seen or seen.add(g)})
-    if dup:
-        errors.append(f"grid: device(s) used twice: {', '.join(dup[:5])}{' ...' if len(dup) > 5 else ''}")
-    c = plan.cuts
-    if c[0] != 0 or c[-1] != L or any(c[j + 1] <= c[j] for j in range(len(c) - 1)):
-        errors.append(f"cuts: need 0 = c_0 < c_1 < ... < c_P = {L}, got {list(c)[:12]}")
-    mk = plan.micro_batches
-    if any(x < 1 for x in mk) or sum(mk) != M:
-        errors.append(f"micro_batches: need positive integers summing to M = {M}, got {list(mk)[:12]}")
-    elif inst.options.batch_split == "uniform" and len(set(mk)) > 1:
-        errors.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {M / len(mk):g}")
-    used = set(plan.devices)
-    for g, f in plan.clocks:
-        if g not in used:
-            errors.append(f"clocks: device {g!r} is not in the grid")
-        elif g in inst.index:
-            fracs = [lv[0] for lv in inst.devices[inst.index[g]].levels]
-            if f not in fracs:
-                errors.append(f"clocks: device {g!r} has no clock {f:g} (its clocks: {', '.join(f'{x:g}' for x in fracs)})")
-    return errors
-
-
-def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = False) -> list[str]:
-    """Raise one PlanError naming the structural faults (shared by evaluate,
-    simulate and warm starts). With ``costable`` only the faults that leave no
-    cost to compute (unknown devices, cuts) raise, and the rest (a repeated
-    device, a wrong split) are returned for ``evaluate`` to report as infeasible."""
-    inst = plan_instance(inst, plan)
-    errors = plan_errors(inst, plan)
-    rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown", "clocks"))] if costable else []
-    errors = [e for e in errors if e not in rest_ok]
-    if errors:
-        field, _, msg = errors[0].partition(": ")
-        rest = "; ".join(errors[1:])
-        raise PlanError(field if what == "plan" else f"{what}.{field}", msg + (f"; {rest}" if rest else ""))
-    return rest_ok
 
 
 def evaluate(inst: Instance, plan: Plan) -> Evaluation:
@@ -157,6 +111,10 @@ class _Terms:
             f_of = [[1.0] * P for _ in range(D)]
             self.p_busy = [[a.p_busy[g_idx[k][j]] for j in range(P)] for k in range(D)]
         self.t = [[W[j] / (f_of[k][j] * a.speed[g_idx[k][j]]) for j in range(P)] for k in range(D)]
+        # the forward's part of t: the layers' forward share and a third of the LM head
+        Wf = [float(a.w_prefix[c[j + 1]] - a.w_prefix[c[j]]) * a.fwd_share + (a.head_work / 3 if j == P - 1 else 0.0)
+              for j in range(P)]
+        self.f = [[Wf[j] / (f_of[k][j] * a.speed[g_idx[k][j]]) for j in range(P)] for k in range(D)]
         steps = inst.options.accumulation_steps
         # flushes S_k = min(S, m_k) of at most q_k = ceil(m_k / S_k) micro-batches
         self.Sk = [min(steps, mk[k]) if mk[k] >= 1 else 1 for k in range(D)]
@@ -176,7 +134,12 @@ class _Terms:
             e = [0.0] + [kappa * o + (mu if dev[u].node != dev[v].node else 0.0)
                          for (u, v), o in zip(links, occ)] + [0.0]     # e_{k,-1} = e_{k,P-1} = 0
             row = [t[k][j] + 2.0 * (e[j] + e[j + 1]) for j in range(P)]
-            tau = max(max(row), max(occ, default=0.0), self.wan_period(k))
+            link = max(max(occ, default=0.0), self.wan_period(k))
+            if a.gpipe:     # all forwards, then all backwards: each phase has its own bottleneck
+                f = [self.f[k][j] + e[j] + e[j + 1] for j in range(P)]
+                tau = max(max(f), link) + max(max(r - v for r, v in zip(row, f)), link)
+            else:
+                tau = max(max(row), link)
             fill = sum(row) + 2.0 * sum(x)      # the first micro-batch's way, exposed time included
             T_k = Sk[k] * fill + (mk[k] - Sk[k]) * tau
             if not a.gpipe and mk[k] >= 1:
@@ -331,14 +294,6 @@ class _Terms:
         return memory
 
 
-def plan_instance(inst: Instance, plan: Plan) -> Instance:
-    """The instance as the plan runs it: its micro-batch size and recomputation (§11)
-    fixed; the instance itself when the plan and the model choose nothing."""
-    if inst.has_choices or plan.micro_batch is not None or plan.recompute is not None:
-        return inst.variant(plan.micro_batch, plan.recompute)
-    return inst
-
-
 def clock_levels(inst: Instance, plan: Plan) -> np.ndarray:
     """(D, P) clock level of each slot's device (0: full clock), for the batched evaluator."""
     out = np.zeros((plan.replicas, plan.stages), dtype=np.int64)
@@ -422,10 +377,11 @@ class BatchEvaluator:
             clk = np.asarray(clk, dtype=np.int64)
             speed, pb = a.speed[grid] * a.clock_frac[grid, clk], a.clock_busy[grid, clk]
         t = W[:, None, :] / speed                                # (n, D, P)
+        fwd = sc.stage_forward(a, lo, hi, last)[:, None, :] / speed if a.gpipe else None
         mbf = mb.astype(float)
         u, v = grid[:, :, :-1], grid[:, :, 1:]
         occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
-        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf, sc.exposed(a, u, v), sc.wan_periods(a, grid))
+        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf, sc.exposed(a, u, v), sc.wan_periods(a, grid), fwd)
         cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
         if D > 1:
             nxt = np.roll(grid, -1, axis=1)

@@ -25,6 +25,12 @@ def stage_work(a: "InstanceArrays", lo: Num, hi: Num, last: Num) -> Num:
     return a.w_prefix[hi] - a.w_prefix[lo] + np.where(last, a.head_work, 0.0)
 
 
+def stage_forward(a: "InstanceArrays", lo: Num, hi: Num, last: Num) -> Num:
+    """FLOP of the stage's forward per micro-batch: the layers' forward share and a
+    third of the LM head (its backward is twice its forward; it is never recomputed)."""
+    return (a.w_prefix[hi] - a.w_prefix[lo]) * a.fwd_share + np.where(last, a.head_work / 3.0, 0.0)
+
+
 def stage_params(a: "InstanceArrays", lo: Num, hi: Num, first: Num, last: Num) -> Num:
     return (a.par_prefix[hi] - a.par_prefix[lo] + np.where(first, a.emb_params, 0.0)
             + np.where(last, a.head_params, 0.0))
@@ -82,19 +88,24 @@ def exposed(a: "InstanceArrays", u: Num, v: Num) -> Num:
 
 
 def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, m: Num,
-                 ex: np.ndarray, floor: Num = 0.0) -> Num:
+                 ex: np.ndarray, floor: Num = 0.0, fwd: np.ndarray | None = None) -> Num:
     """T_k over the last axis: t (..., P) stage times, occ/lat/ex (..., P-1) link
     occupancy, latency and exposed time, m micro-batches (broadcast against t[..., 0]),
-    ``floor`` the period that shared WAN capacity imposes (:func:`wan_periods`).
+    ``floor`` the period that shared WAN capacity imposes (:func:`wan_periods`), ``fwd``
+    (..., P) the forward part of t (needed under GPipe).
 
-    T_k = S_k (sum r + 2 sum x) + (m_k - S_k) tau_k, r_j = t_j + 2 (e_{j-1} + e_j),
-    tau_k = max(max_j r_j, max_j o_j, floor)."""
+    T_k = S_k (sum r + 2 sum x) + (m_k - S_k) tau_k, r_j = t_j + 2 (e_{j-1} + e_j);
+    1F1B: tau_k = max(max_j r_j, max_j o_j, floor); GPipe: tau_k = tau_F + tau_B, each
+    phase's own bottleneck, tau_F = max(max_j f_j + e_{j-1} + e_j, max_j o_j, floor)."""
     pad = np.zeros(t.shape[:-1] + (1,))
     around = np.concatenate([pad, ex], axis=-1) + np.concatenate([ex, pad], axis=-1)
-    tau = (t + 2.0 * around).max(axis=-1)
-    if occ.shape[-1]:
-        tau = np.maximum(tau, occ.max(axis=-1))
-    tau = np.maximum(tau, floor)
+    o_max = occ.max(axis=-1) if occ.shape[-1] else np.zeros(t.shape[:-1])
+    o_max = np.maximum(o_max, floor)
+    if a.gpipe:
+        tau = (np.maximum((fwd + around).max(axis=-1), o_max)
+               + np.maximum((t - fwd + around).max(axis=-1), o_max))
+    else:
+        tau = np.maximum((t + 2.0 * around).max(axis=-1), o_max)
     m = np.asarray(m, dtype=float)
     S, _q = flushes(a, m)
     # the fill: one micro-batch through every stage's row (its exposed time included) and back

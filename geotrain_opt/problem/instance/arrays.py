@@ -29,6 +29,7 @@ class InstanceArrays:
     par_prefix: np.ndarray   # (L+1,) cumulative parameters
     act_prefix: np.ndarray   # (L+1,) cumulative activation bytes per micro-batch
     head_work: float
+    fwd_share: float         # the forward's share of a layer's work (1/3; 1/4 with full recomputation)
     emb_params: float
     head_params: float
     logits: float
@@ -92,7 +93,7 @@ class InstanceArrays:
             inv_beta=inv_beta,
             cross=(reg[:, None] != reg[None, :]).astype(float),
             w_prefix=pre(w), par_prefix=pre(par), act_prefix=pre(act),
-            head_work=m.head_work_flop(), emb_params=m.embedding_params(),
+            head_work=m.head_work_flop(), fwd_share=m.layer_forward_flop() / m.layer_work_flop(), emb_params=m.embedding_params(),
             head_params=m.head_params(), logits=m.logits_bytes(), A=m.boundary_bytes(),
             state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, M=m.num_micro_batches, L=L,
             gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",

@@ -25,6 +25,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 from geotrain_opt.cost.evaluator import evaluate
@@ -175,36 +176,57 @@ class _GridModel:
         C, x = cl.C, self.x
         slow = self.m - S
         links = [(c, e, fl(slow * a.A * cl.ib[c, e]), fl(slow * 2 * cl.ex[c, e]),
-                  fl(2 * S * (cl.al[c, e] + a.A * cl.ib[c, e] + 2 * cl.ex[c, e])))
+                  fl(2 * S * (cl.al[c, e] + a.A * cl.ib[c, e] + 2 * cl.ex[c, e])), fl(slow * cl.ex[c, e]))
                  for c in range(C) for e in range(C) if c != e or cl.size[c] > 1]
         links = [r for r in links if max(r[2:]) <= cap]
         stage_tab = []
         for j in range(P):
             tab = []
+            head = a.head_work if j == P - 1 else 0.0
             for c in range(C):
                 for l in range(1, self.top + 1):
                     if self.fits[j, c, l]:
-                        t = (l * self.layer_w + (a.head_work if j == P - 1 else 0.0)) / cl.speed[c]
-                        tab.append((c, l, fl(S * t), fl(slow * t)))
+                        t = (l * self.layer_w + head) / cl.speed[c]
+                        f = (l * self.layer_w * a.fwd_share + head / 3.0) / cl.speed[c]     # GPipe's phases
+                        tab.append((c, l, fl(S * t), fl(slow * t), fl(slow * f), fl(slow * (t - f))))
             stage_tab.append([r for r in tab if max(r[2:]) <= cap])
         for k in range(D):
-            occ, occ2, hop = [], [], []
+            occ, occ2, hop, occ1 = [], [], [], []
             for j in range(P - 1):
-                o, o2, h = (md.new_int_var(0, cap, "") for _ in range(3))
-                md.add_allowed_assignments([x[k][j], x[k][j + 1], o, o2, h], links)
-                occ.append(o), occ2.append(o2), hop.append(h)
-            t_fill, t_tau = [], []
+                o, o2, h, o1 = (md.new_int_var(0, cap, "") for _ in range(4))
+                md.add_allowed_assignments([x[k][j], x[k][j + 1], o, o2, h, o1], links)
+                occ.append(o), occ2.append(o2), hop.append(h), occ1.append(o1)
+            t_fill, t_tau, t_ph = [], [], []
             for j in range(P):
-                tf, tt = md.new_int_var(0, cap, ""), md.new_int_var(0, cap, "")
-                md.add_allowed_assignments([x[k][j], self.ell[j], tf, tt], stage_tab[j])
-                t_fill.append(tf), t_tau.append(tt)
-            tau = md.new_int_var(0, cap, "")          # (m - S) times the period
-            if slow:
-                for j in range(P):
-                    md.add(tau >= t_tau[j] + (occ2[j - 1] if j > 0 else 0) + (occ2[j] if j < P - 1 else 0))
-                for o in occ:
-                    md.add(tau >= o)
-            md.add(self.X >= sum(t_fill) + sum(hop) + tau)
+                tf, tt, tF, tB = (md.new_int_var(0, cap, "") for _ in range(4))
+                md.add_allowed_assignments([x[k][j], self.ell[j], tf, tt, tF, tB], stage_tab[j])
+                t_fill.append(tf), t_tau.append(tt), t_ph.append((tF, tB))
+            md.add(self.X >= sum(t_fill) + sum(hop) + self._period(occ, occ2, occ1, t_tau, t_ph))
+
+    def _period(self, occ: list, occ2: list, occ1: list, t_tau: list, t_ph: list) -> Any:
+        """(m - S) times the period: 1F1B's tau >= every stage's row and every link's
+        occupancy; GPipe's is a forward and a backward phase, each with its bottleneck."""
+        md, P = self.md, self.P
+        if not self.m - self.S:
+            return 0
+        around = [(occ2[j - 1] if j > 0 else 0) + (occ2[j] if j < P - 1 else 0) for j in range(P)]
+        if not self.a.gpipe:
+            tau = md.new_int_var(0, self.cap, "")
+            for j in range(P):
+                md.add(tau >= t_tau[j] + around[j])
+            for o in occ:
+                md.add(tau >= o)
+            return tau
+        half = [(occ1[j - 1] if j > 0 else 0) + (occ1[j] if j < P - 1 else 0) for j in range(P)]
+        phases = []
+        for i in (0, 1):
+            tp = md.new_int_var(0, self.cap, "")
+            for j in range(P):
+                md.add(tp >= t_ph[j][i] + half[j])
+            for o in occ:
+                md.add(tp >= o)
+            phases.append(tp)
+        return sum(phases)
 
     def _label_table(self, ibv: list[float], alv: list[float], levels: int) -> list[tuple]:
         """(label of every class, bottleneck index, latency index): a column's classes

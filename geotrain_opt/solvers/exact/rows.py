@@ -195,7 +195,7 @@ class _Model:
         occ_ub = float(a.A * a.inv_beta.max())
         ex_ub = float(a.exposed.max())
         wan_ub = a.A * float(a.inv_cap.max()) * D * max(P - 1, 0)    # §3.2: D (P-1) messages per period
-        tau_ub = max(t_ub + 4.0 * ex_ub, occ_ub, wan_ub)
+        tau_ub = max(t_ub + 4.0 * ex_ub, occ_ub, wan_ub) * (2.0 if a.gpipe else 1.0)   # GPipe: two phases
         Tk_ub = min(a.steps, M) * (P * t_ub + (P - 1) * (2 * lk_ub + 4 * ex_ub)) + (M - 1) * tau_ub
         if not a.gpipe:
             # 1F1B's window: at most q_f + 1 round trips of at most P rows and 2(P-1) hops per flush

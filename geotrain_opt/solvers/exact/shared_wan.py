@@ -5,8 +5,9 @@ pipeline links and the rings and before the makespan, so every other model keeps
 its variables and their order. Two families, both linear in 0/1 indicators:
 
 * pipelines: z[p, k, j] = 1 when hop j of replica k joins the two regions of pair
-  p (either way); every replica with such a hop has tau_k >= A n_p / C_p, with
-  n_p = sum z[p, ., .] the pair's messages per period each way;
+  p (either way); every replica with such a hop has tau_k >= A n_p / C_p (GPipe:
+  each of its two phases' periods), with n_p = sum z[p, ., .] the pair's messages
+  per period each way;
 * rings: c[d, j, k] = 1 when ring edge k -> k+1 of stage j goes from region r to
   r' (d = (r, r')); v[d, j, k] >= 2 (D-1)/D grad_bytes N_j / C_d when c, and the
   sync Rmax >= sum v[d, ., .] + (least latency r -> r') [some edge uses d].
@@ -53,8 +54,9 @@ def _pipelines(m: "_Model", region: list[int]) -> None:
                     for ra, rb in ((r1, r2), (r2, r1)):       # the hop r1 -> r2 or r2 -> r1
                         be.le(_in(m, region, k, j, ra) + _in(m, region, k, j + 1, rb) + [(-1.0, zz)], 1, 1.0)
             load = [(per_msg, zz) for zz in z.values()]
-            for (k, _j), zz in z.items():
-                be.ge(m.tau[k], load, 0.0, (zz,))
+            for (k, _j), zz in z.items():       # GPipe: each phase carries the pair's messages one way
+                for tau in (m.tau_phase[k] if a.gpipe else [m.tau[k]]):
+                    be.ge(tau, load, 0.0, (zz,))
 
 
 def _rings(m: "_Model", region: list[int]) -> None:
