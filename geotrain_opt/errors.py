@@ -6,12 +6,20 @@ class GeoTrainError(Exception):
     """Base class: the CLI prints ``str(err)`` and exits non-zero."""
 
 
+MAX_MESSAGE = 400       # a 200 KB bad value is not echoed whole (issue 39)
+
+
+def short(message: str) -> str:
+    """The message cut to MAX_MESSAGE characters, saying so."""
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + " ... (cut)"
+
+
 class InstanceError(GeoTrainError):
     """A malformed or inconsistent instance; ``field`` is the dotted path of the culprit."""
 
     def __init__(self, field: str, message: str, source: str | None = None) -> None:
-        self.field = field
-        self.message = message
+        self.field = field = short(field)
+        self.message = message = short(message)
         self.source = source
         where = f"instance {source}" if source else "instance"
         super().__init__(f"{where}: {field}: {message}")
@@ -24,8 +32,8 @@ class PlanError(GeoTrainError):
     """A plan file that cannot even be evaluated (wrong shape, unknown device)."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
+        self.field = field = short(field)
+        self.message = message = short(message)
         super().__init__(f"plan: {field}: {message}")
 
     def __reduce__(self):

@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from geotrain_opt import InstanceError, Plan, PlanError, evaluate, instance_from_dict
+from geotrain_opt.errors import SolverError
+from geotrain_opt.solvers import SolveOptions, get
 
 from .conftest import TINY
 
@@ -88,6 +90,17 @@ CASES = [
     ("model fits nowhere", _set("gpu_types.fast.memory_gib", 0.01), "model", "fits on no subset"),
     ("layer override out of range", _set("model.layer_overrides", [{"layer": 9, "work_scale": 2}]),
      "model.layer_overrides[0].layer", "out of range"),
+    ("NUL in a device id", _set("devices.0.id", "e\x000"), "devices[0].id", "printable"),
+    ("newline in a region", _set("devices.1.region", "east\nwest"), "devices[1].region", "printable"),
+    ("clock fraction 1e-320", _set("gpu_types.fast.clocks", [{"fraction": 1e-320, "busy_w": 200}]),
+     "gpu_types.fast.clocks[0].fraction", "at least 0.01"),
+    ("a dict as the name", _set("name", {"a": 1}), "name", "expected a string"),
+    ("a list as the description", _set("description", ["x"]), "description", "expected a string"),
+    ("an integer device id", _set("devices.0.id", 7), "devices[0].id", "expected a string"),
+    ("a 200 KB name", _set("name", "x" * 200_000), "name", "longer than 200 characters"),
+    ("zero WAN capacity", _set("network.inter_region", [{"a": "east", "b": "west", "latency_ms": 1, "bandwidth_gbps": 1,
+                                                          "capacity_gbps": 0}]),
+     "network.inter_region[0].capacity_gbps", "positive"),
 ]
 
 
@@ -234,3 +247,153 @@ def test_dtfm_shape_larger_than_the_cluster_is_one_line(tmp_path):
                         "--shape", "99x99", "-q"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: dtfm: option 'shape' 99x99 needs 9801 GPUs, the instance has 1"]
+
+
+@pytest.mark.parametrize("split", [[-8], [5, -1], [4, 0]])
+def test_non_positive_micro_batches_are_an_error_not_negative_numbers(tmp_path, split):
+    """Issue 39: a replica with a count below one was reported infeasible with a negative
+    time and energy (T = -0.00912 s, E = -18.9 J); there is no cost to report, so it is
+    a fault of the plan, like bad cuts (model.md §8 item 4)."""
+    grid = [["e0", "w0"]] if len(split) == 1 else [["e0", "w0"], ["e1", "w1"]]
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps({"grid": grid, "cuts": [0, 2, 4], "micro_batches": split}))
+    for cmd in ("evaluate", "simulate"):
+        r = run_cli(cmd, str(TINY), str(p))
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.strip() == f"error: plan: micro_batches: need positive integers, got {split}"
+    with pytest.raises(PlanError, match="need positive integers"):
+        evaluate(instance_from_dict(base()), Plan.from_dict(json.loads(p.read_text())))
+
+
+def test_positive_split_off_the_total_stays_infeasible(tiny):
+    """A split of positive counts that misses M is a plan with a cost: reported, infeasible."""
+    ev = evaluate(tiny, Plan.make([["e0", "w0"]], [0, 2, 4], [3]))
+    assert not ev.feasible and ev.time_s > 0 and ev.energy_j > 0
+    assert ev.violations == ["micro_batches: need positive integers summing to M = 4, got [3]"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--solver", "dtfm", "--offspring", "0"], "error: geotrain-opt solve: argument --offspring: must be >= 1, got 0"),
+    (["--solver", "memetic", "--mutations", ""], "error: memetic: option 'mutations' must list at least one value"),
+    (["--solver", "memetic", "--ls-moves", ""], "error: memetic: option 'ls_moves' must list at least one value"),
+])
+def test_empty_or_zero_search_options_are_one_line_errors(args, message):
+    """Issue 39: --offspring 0 and empty operator lists ran (exit 0) as if meant."""
+    r = run_cli("solve", str(TINY), "-q", "--time-limit", "5", *args)
+    assert r.returncode == 2 and r.stderr.strip() == message
+    with pytest.raises(SolverError, match="offspring|at least one"):       # the API says the same
+        get(args[1])(instance_from_dict(base()), SolveOptions(
+            time_limit_s=5, extra={args[2].lstrip("-").replace("-", "_"): 0 if args[3] == "0" else []}))
+
+
+def test_verify_without_solvers_is_an_error():
+    r = run_cli("verify", str(TINY), "--solvers", " , ", "--time-limit", "2")
+    assert r.returncode == 2 and r.stderr.strip() == "error: verify: --solvers: list at least one solver"
+
+
+def test_report_refuses_what_is_no_result_and_reads_nan_as_missing(tmp_path):
+    """Issue 39: report printed an empty table (exit 0) for a file of another schema or
+    of no result rows, and a traceback for rows without n_gpus or objective."""
+    other = tmp_path / "r2.jsonl"
+    other.write_text(json.dumps({"schema": "geotrain-opt.result/2", "instance_name": "x", "solver": "memetic",
+                                 "status": "optimal"}) + "\n")
+    r = run_cli("report", str(other))
+    assert r.returncode == 2 and "schema 'geotrain-opt.result/2' is not 'geotrain-opt.result/1'" in r.stderr
+    empty = tmp_path / "none.jsonl"
+    empty.write_text('{"a": 1}\n')
+    r = run_cli("report", str(empty))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no result rows" in r.stderr
+    thin = tmp_path / "thin.jsonl"
+    thin.write_text('{"instance_name": "x", "solver": "memetic", "status": "heuristic", "time_s": NaN, '
+                    '"objective_value": 2.5}\n')
+    r = run_cli("report", str(thin))
+    assert r.returncode == 0 and "| x | - | memetic | 1 | - |" in r.stdout and "nan" not in r.stdout.lower()
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"time_limit": 0}, "time_limit must be a number of seconds"),
+    ({"time_limit": -1}, "time_limit must be a number of seconds"),
+    ({"time_limit": float("nan")}, "time_limit must be a number of seconds"),
+    ({"time_limit": float("inf")}, "time_limit must be a number of seconds"),
+    ({"seeds": [-1]}, "seeds must be a non-empty list of integers"),
+    ({"seeds": ["0"]}, "seeds must be a non-empty list of integers"),
+    ({"seeds": [1.5]}, "seeds must be a non-empty list of integers"),
+    ({"seeds": []}, "seeds must be a non-empty list of integers"),
+    ({"objective": "bogus"}, "objective must be one of time, energy"),
+    ({"instances": "x.yaml"}, "needs non-empty 'instances' and 'solvers' lists"),
+    ({"solvers": [3]}, "solvers: expected a name"),
+    ({"solvers": [{"name": "greedy", "seeds": [True]}]}, "solvers: greedy: seeds must be"),
+])
+def test_bad_bench_suite_is_one_line(tmp_path, change, words):
+    """Issue 39: suites with these values ran (exit 0) or raised a traceback."""
+    from geotrain_opt.analysis.bench import load_suite
+    from geotrain_opt.errors import GeoTrainError
+    suite = {"instances": [str(TINY)], "solvers": ["greedy"], "time_limit": 1, "seeds": [0], **change}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    with pytest.raises(GeoTrainError, match=words) as e:
+        load_suite(path)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("measured,words", [("1e308", "must be in"), ("1e-300", "must be in"), ("nan", "positive")])
+def test_calibrate_refuses_measurements_out_of_range(tmp_path, measured, words):
+    """Issue 39: 1e-300 s raised a traceback from the solver's arithmetic, 1e308 s fitted nonsense."""
+    from geotrain_opt.cost.calibrate import read_runs
+    (tmp_path / "t.yaml").write_text(TINY.read_text())
+    (tmp_path / "p.json").write_text(json.dumps({"grid": [["e0", "w0"]], "cuts": [0, 2, 4], "micro_batches": [4]}))
+    (tmp_path / "runs.csv").write_text(f"instance,plan,measured_s\nt.yaml,p.json,{measured}\n")
+    with pytest.raises(InstanceError, match=words) as e:
+        read_runs(tmp_path / "runs.csv")
+    assert e.value.field == "<runs> line 2.measured_s"
+
+
+def test_calibrate_refuses_a_parameter_named_twice(tmp_path):
+    from geotrain_opt.cost.calibrate import calibrate, read_runs
+    (tmp_path / "t.yaml").write_text(TINY.read_text())
+    (tmp_path / "p.json").write_text(json.dumps({"grid": [["e0", "w0"]], "cuts": [0, 2, 4], "micro_batches": [4]}))
+    (tmp_path / "runs.csv").write_text("instance,plan,measured_s\nt.yaml,p.json,0.05\n")
+    with pytest.raises(InstanceError, match="efficiency given twice"):
+        calibrate(read_runs(tmp_path / "runs.csv"), ("efficiency", "efficiency"))
+
+
+def test_endless_stream_and_alias_bomb_are_one_line(tmp_path):
+    """Issue 39: /dev/urandom as the instance hung every command; nine levels of YAML
+    aliases in ``name`` hung validate; a 200 KB bad value was echoed whole."""
+    r = run_cli("validate", "/dev/zero")
+    assert r.returncode == 2 and r.stderr.strip() == ("error: instance /dev/zero: <file>: /dev/zero is longer "
+                                                      "than 64 MiB (an endless stream?)")
+    r = run_cli("evaluate", str(TINY), "/dev/zero")
+    assert r.returncode == 2 and "an endless stream?" in r.stderr
+    lines = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines + ["name: *i"]) + "\n")
+    r = run_cli("validate", str(bomb))
+    assert r.returncode == 2 and "YAML aliases are not supported (*a at line 2)" in r.stderr
+    d = base()
+    d["devices"][0]["type"] = "Z" * 200_000
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(d))
+    r = run_cli("validate", str(big))
+    assert r.returncode == 2 and len(r.stderr) < 600 and r.stderr.rstrip().endswith("... (cut)")
+
+
+def test_over_long_output_name_is_one_line(tmp_path):
+    """Issue 39: every writer raised OSError (ENAMETOOLONG) as an internal error."""
+    r = run_cli("solve", str(TINY), "--solver", "greedy", "-q", "--out", str(tmp_path / ("x" * 300 + ".json")))
+    assert r.returncode == 2 and r.stderr.strip().startswith("error: --out: file name longer than")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cal,field", [([1, 2], "<calibration>"), ({"gpu_types": [1]}, "<calibration>.gpu_types"),
+                                       ({"options": [1]}, "<calibration>.options"),
+                                       ({"gpu_types": {"fast": "x"}}, "<calibration>.gpu_types.fast")])
+def test_calibration_of_the_wrong_shape_names_the_field(tmp_path, cal, field):
+    """Issue 39: a list where an object belongs raised AttributeError."""
+    from geotrain_opt.cost.calibrate import load_calibration
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(cal))
+    with pytest.raises(InstanceError) as e:
+        load_calibration(path)
+    assert e.value.field == field

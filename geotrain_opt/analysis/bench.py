@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -33,10 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
 from geotrain_opt.solvers.cluster import dask_client, worker_guard
-from geotrain_opt.errors import GeoTrainError
+from geotrain_opt.errors import GeoTrainError, InstanceError
+from geotrain_opt.problem.instance import OBJECTIVES
 from geotrain_opt.solvers.result import Status
 
 
@@ -57,37 +57,70 @@ class Job:
                            self.time_limit, self.extra])
 
 
+MAX_TIME_LIMIT_S = 1e7        # far above any sweep; keeps the deadline arithmetic finite
+
+
+def _suite_limit(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= MAX_TIME_LIMIT_S:
+        raise GeoTrainError(f"{where}: time_limit must be a number of seconds in (0, {MAX_TIME_LIMIT_S:g}], "
+                            f"got {str(value)[:40]!r}")
+    return float(value)
+
+
+def _suite_seeds(where: str, value: Any) -> list[int]:
+    if not isinstance(value, list) or not value or \
+            any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 2 ** 31 for x in value):
+        raise GeoTrainError(f"{where} must be a non-empty list of integers in [0, 2^31), "
+                            f"got {str(value)[:40]!r}")
+    return value
+
+
 def load_suite(path: str | Path) -> tuple[str, list[Job]]:
+    """The suite's jobs; every field checked first, one line naming it (issue 39)."""
+    from geotrain_opt.common.inputs import read_text_file
+    from geotrain_opt.problem.instance import parse_text
     p = Path(path)
-    try:
-        d = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise GeoTrainError(f"suite {path}: cannot read: {e}") from None
-    if not isinstance(d, dict) or not d.get("instances") or not d.get("solvers"):
-        raise GeoTrainError(f"suite {path}: needs 'instances' and 'solvers' lists")
+    try:        # bounded, aliases refused, keys given twice refused: as instance files are read
+        d = parse_text(read_text_file(p, 16 << 20), str(p))
+    except (ValueError, InstanceError) as e:
+        raise GeoTrainError(f"suite {path}: cannot read: {str(e)[:200]}") from None
+    where = f"suite {path}"
+    if not isinstance(d, dict) or not isinstance(d.get("instances"), list) or not d["instances"] \
+            or not isinstance(d.get("solvers"), list) or not d["solvers"]:
+        raise GeoTrainError(f"{where}: needs non-empty 'instances' and 'solvers' lists")
     base = p.parent
-    default_seeds = d.get("seeds", [0])
-    default_limit = float(d.get("time_limit", 30))
+    default_seeds = _suite_seeds(f"{where}: seeds", d.get("seeds", [0]))
+    default_limit = _suite_limit(where, d.get("time_limit", 30))
+    objective = d.get("objective")
+    if objective is not None and objective not in OBJECTIVES:
+        raise GeoTrainError(f"{where}: objective must be one of {', '.join(OBJECTIVES)}, got {str(objective)[:40]!r}")
     jobs = []
     from geotrain_opt import solvers
     for inst in d["instances"]:
+        if not isinstance(inst, str) or not inst:
+            raise GeoTrainError(f"{where}: instances: expected file names, got {str(inst)[:40]!r}")
         ipath = Path(inst)
         if not ipath.is_absolute() and not ipath.exists():
             ipath = base / inst
-        if not ipath.exists():
-            raise GeoTrainError(f"suite {path}: instances: no such file {inst}")
+        if not ipath.is_file():
+            raise GeoTrainError(f"{where}: instances: no such file {inst}")
         digest = hashlib.sha256(ipath.read_bytes()).hexdigest()[:16]
         for s in d["solvers"]:
+            if not (isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("name"), str))):
+                raise GeoTrainError(f"{where}: solvers: expected a name or {{name, ...}}, got {str(s)[:40]!r}")
             spec = {"name": s} if isinstance(s, str) else dict(s)
             if not isinstance(spec.get("extra", {}), dict):
-                raise GeoTrainError(f"suite {path}: solvers: {spec['name']}: extra must be a mapping")
+                raise GeoTrainError(f"{where}: solvers: {spec['name']}: extra must be a mapping")
             try:                            # unknown solver or option: clear error now, not mid-sweep
                 solvers.check_options(spec["name"], spec.get("extra", {}))
             except GeoTrainError as e:
-                raise GeoTrainError(f"suite {path}: solvers: {e}") from None
-            for seed in spec.get("seeds", default_seeds):
-                jobs.append(Job(str(ipath), spec["name"], int(seed), float(spec.get("time_limit", default_limit)),
-                                d.get("objective"), json.dumps(spec.get("extra", {}), sort_keys=True),
+                raise GeoTrainError(f"{where}: solvers: {e}") from None
+            seeds = _suite_seeds(f"{where}: solvers: {spec['name']}: seeds", spec.get("seeds", default_seeds))
+            limit = _suite_limit(f"{where}: solvers: {spec['name']}", spec.get("time_limit", default_limit))
+            for seed in seeds:
+                jobs.append(Job(str(ipath), spec["name"], seed, limit, objective,
+                                json.dumps(spec.get("extra", {}), sort_keys=True),
                                 str(spec.get("label", spec["name"])), digest))
     return str(d.get("name", p.stem)), jobs
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from geotrain_opt.common.provenance import RESULT_SCHEMA
 from geotrain_opt.errors import GeoTrainError
 from geotrain_opt import solvers
 
@@ -30,11 +32,21 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
             r = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
             continue
+        if isinstance(r, dict) and "schema" in r and r["schema"] != RESULT_SCHEMA:
+            raise GeoTrainError(f"results {path}: schema {str(r['schema'])[:60]!r} is not {RESULT_SCHEMA!r}")
         if isinstance(r, dict) and all(isinstance(r.get(k), str) for k in _NEEDED):
             for k in ("time_s", "energy_j", "objective_value", "wall_s", "devices_used"):
-                if not isinstance(r.get(k), (int, float)) or isinstance(r.get(k), bool):
-                    r[k] = None
+                v = r.get(k)
+                if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                    r[k] = None         # NaN and infinities are no values to take medians of
+            if not isinstance(r.get("objective"), str):
+                r["objective"] = None
+            if not isinstance(r.get("n_gpus"), int) or isinstance(r.get("n_gpus"), bool):
+                r["n_gpus"] = None
             rows.append(r)
+    if not rows:
+        raise GeoTrainError(f"results {path}: no result rows (JSON lines with "
+                            f"{', '.join(_NEEDED)}, as bench writes them)")
     return rows
 
 
@@ -92,7 +104,7 @@ def markdown(recs: list[dict[str, Any]]) -> str:
              "T reduction by best | E reduction by best | wall s |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
-        lines.append(f"| {r['instance']} | {r['n_gpus']} | {r['solver']} | {r['runs']} | {_f(r['T'], '.4f')} | "
+        lines.append(f"| {r['instance']} | {'-' if r['n_gpus'] is None else r['n_gpus']} | {r['solver']} | {r['runs']} | {_f(r['T'], '.4f')} | "
                      f"{_f(r['E'], ',.0f')} | {_f(r['devices'], '.0f')} | {_f(r['gap'], '.2%')} | "
                      f"{_f(r.get('T_reduction'), '.1%')} | {_f(r.get('E_reduction'), '.1%')} | {_f(r['wall_s'], '.1f')} |")
     lines.append("")

@@ -243,6 +243,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         paths = [Path(args.instance)]
     names = [n.strip() for n in args.solvers.split(",") if n.strip()]
+    if not names:
+        print("error: verify: --solvers: list at least one solver", file=sys.stderr)
+        return 2
     for n in names:
         solvers.get(n)          # unknown names fail here, before any work
     vers = verify_paths(paths, names, args.time_limit, args.seed, progress=not args.quiet)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from typing import Sequence
-from geotrain_opt.errors import GeoTrainError
+from geotrain_opt.errors import GeoTrainError, short
 from geotrain_opt.cli.parser import build_parser
 
 
@@ -14,7 +14,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.fn(args)
     except GeoTrainError as e:
-        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        print(f"error: {short(str(e).splitlines()[0]) if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -17,6 +17,14 @@ class OutputError(GeoTrainError):
     """An output file that cannot be written."""
 
 
+def _name_max(p: Path) -> int:
+    """The longest file name the folder of ``p`` takes (255 where it cannot be asked)."""
+    try:
+        return os.pathconf(p.parent if str(p.parent) else ".", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
 def check_writable(path: str | Path | None, flag: str) -> None:
     """Fail now, with the flag's name, if ``path`` could not be written later."""
     if path is None:
@@ -24,6 +32,9 @@ def check_writable(path: str | Path | None, flag: str) -> None:
     p = Path(path)
     if str(path).strip() == "":
         raise OutputError(f"{flag}: empty path")
+    # the temporary file of write_text adds 5 characters; beyond NAME_MAX the OS refuses
+    if len(os.fsencode(p.name)) + 5 > _name_max(p):
+        raise OutputError(f"{flag}: file name longer than {_name_max(p) - 5} bytes")
     if p.is_dir():
         raise OutputError(f"{flag}: {path} is a folder, not a file")
     parent = p.parent if str(p.parent) else Path(".")

@@ -54,6 +54,10 @@ class Run:
     label: str
 
 
+# an iteration measured between a microsecond and about 30 years: anything else is a typo
+MIN_MEASURED_S, MAX_MEASURED_S = 1e-6, 1e9
+
+
 def read_runs(path: str | Path) -> list[Run]:
     """Rows of a runs CSV; lines starting with '#' are comments."""
     p = Path(path)
@@ -76,6 +80,9 @@ def read_runs(path: str | Path) -> list[Run]:
             raise InstanceError(f"<runs> line {i}.measured_s", f"expected a number, got {r['measured_s']!r}") from None
         if not np.isfinite(measured) or measured <= 0:
             raise InstanceError(f"<runs> line {i}.measured_s", f"must be a positive number, got {measured}")
+        if not MIN_MEASURED_S <= measured <= MAX_MEASURED_S:    # outside, the fit's arithmetic overflows
+            raise InstanceError(f"<runs> line {i}.measured_s",
+                                f"must be in [{MIN_MEASURED_S:g}, {MAX_MEASURED_S:g}] seconds, got {measured:g}")
         ip = str(p.parent / r["instance"])
         inst = cache.get(ip) or cache.setdefault(ip, load_instance(ip))
         plan = Plan.load(str(p.parent / r["plan"]))
@@ -250,12 +257,16 @@ def apply_calibration(inst: Instance, cal: dict[str, Any]) -> Instance:
 
 
 def load_calibration(path: str | Path) -> dict[str, Any]:
+    from geotrain_opt.common.inputs import read_text_file
     try:
-        cal = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InstanceError("<calibration>", f"cannot read {path}: {e}") from None
+        cal = json.loads(read_text_file(path, 16 << 20))
+    except (ValueError, RecursionError) as e:      # JSONDecodeError is a ValueError
+        raise InstanceError("<calibration>", f"cannot read {path}: {str(e)[:200]}") from None
     if not isinstance(cal, dict):
         raise InstanceError("<calibration>", "expected a JSON object")
+    for key in ("gpu_types", "options"):
+        if not isinstance(cal.get(key, {}), dict):
+            raise InstanceError(f"<calibration>.{key}", "expected an object")
     for t, v in cal.get("gpu_types", {}).items():
         if not isinstance(v, dict):
             raise InstanceError(f"<calibration>.gpu_types.{t}", "expected an object")
@@ -293,6 +304,9 @@ def calibrate(runs: list[Run], fit: tuple[str, ...] = FITTABLE, base: dict[str, 
     the calibration, with ``warnings`` naming every parameter held or left loose."""
     from scipy.optimize import least_squares
     unknown = set(fit) - set(FITTABLE)
+    twice = sorted({f for f in fit if list(fit).count(f) > 1})
+    if twice:
+        raise InstanceError("--fit", f"{twice[0]} given twice")
     if unknown or not fit:
         raise InstanceError("--fit", f"choose from {', '.join(FITTABLE)}, got {', '.join(sorted(unknown)) or 'nothing'}")
     warnings: list[str] = []

@@ -25,7 +25,9 @@ def plan_errors(inst: Instance, plan: Plan) -> list[str]:
     if c[0] != 0 or c[-1] != L or any(c[j + 1] <= c[j] for j in range(len(c) - 1)):
         errors.append(f"cuts: need 0 = c_0 < c_1 < ... < c_P = {L}, got {list(c)[:12]}")
     mk = plan.micro_batches
-    if any(x < 1 for x in mk) or sum(mk) != M:
+    if any(x < 1 for x in mk):
+        errors.append(f"micro_batches: need positive integers, got {list(mk)[:12]}")
+    elif sum(mk) != M:
         errors.append(f"micro_batches: need positive integers summing to M = {M}, got {list(mk)[:12]}")
     elif inst.options.batch_split == "uniform" and len(set(mk)) > 1:
         errors.append(f"micro_batches: batch_split is uniform, every replica needs M/D = {M / len(mk):g}")
@@ -47,7 +49,10 @@ def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = 
     device, a wrong split) are returned for ``evaluate`` to report as infeasible."""
     inst = plan_instance(inst, plan)
     errors = plan_errors(inst, plan)
-    rest_ok = [e for e in errors if not e.startswith(("cuts", "grid: unknown", "clocks"))] if costable else []
+    # a replica without a positive micro-batch count has no time to report (negative
+    # times and energies), so that is a fault like bad cuts, not an infeasible plan
+    fatal = ("cuts", "grid: unknown", "clocks", "micro_batches: need positive integers, got")
+    rest_ok = [e for e in errors if not e.startswith(fatal)] if costable else []
     errors = [e for e in errors if e not in rest_ok]
     if errors:
         field, _, msg = errors[0].partition(": ")

@@ -70,7 +70,7 @@ def instance_schema() -> dict[str, Any]:
         "price_per_hour": _num("price_per_hour", nonneg=True, doc="USD per GPU-hour (cost, §9); default 0"),
         "clocks": {"description": "lower clocks (model.md §10), or 'default' for the catalog's modelled table",
                    "anyOf": [{"type": "array", "items": _obj(
-                       {"fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                       {"fraction": {"type": "number", "minimum": 0.01, "maximum": 1},
                         "busy_w": _num("busy_w", positive=True)}, ("fraction",))}, {"const": "default"}]},
     }
     link = {"latency_ms": _num("latency_ms", nonneg=True), "bandwidth_gbps": _num("bandwidth_gbps", positive=True)}
@@ -127,9 +127,10 @@ def instance_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": _URL + "instance.schema.json",
         "title": "geotrain-opt instance", "description": "formulations/model.md §1 and §8 (ranges)",
         **_obj({
-            "name": _STR, "description": {"type": "string"}, "source": {"type": "string"},
+            "name": {**_STR, "maxLength": 200}, "description": {"type": "string", "maxLength": 20_000},
+            "source": {"type": "string", "maxLength": 20_000},
             "model": model,
-            "gpu_types": {"type": "object", "additionalProperties": _obj({**gpu, "source": {"type": "string"}}),
+            "gpu_types": {"type": "object", "additionalProperties": _obj({**gpu, "source": {"type": "string", "maxLength": 20_000}}),
                           "description": "new GPU types, or changes to the catalog's"},
             "devices": {"type": "array", "items": device, "minItems": 1},
             "network": network,

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from geotrain_opt.common.inputs import read_text_file
 from geotrain_opt.errors import PlanError
 from geotrain_opt.common.provenance import PLAN_SCHEMA
 
@@ -112,11 +113,9 @@ class Plan:
     @staticmethod
     def load(path: str | Path) -> "Plan":
         try:
-            text = Path(path).read_bytes().decode("utf-8")
-        except OSError as e:
-            raise PlanError("<file>", f"cannot read {path}: {e.strerror or e}") from None
-        except UnicodeDecodeError as e:
-            raise PlanError("<file>", f"not UTF-8 text (byte {e.start})") from None
+            text = read_text_file(path, 256 << 20)
+        except ValueError as e:
+            raise PlanError("<file>", str(e)) from None
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:

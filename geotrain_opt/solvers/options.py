@@ -52,6 +52,9 @@ class Options:
         values = {}
         for key, value in extra.items():
             values[key] = _checked(solver, key, value, hints[key], spec[key].metadata)
+            if isinstance(values[key], tuple) and not values[key] and spec[key].default != ():
+                # an empty list would switch the operator family off: ls_rate 0 is how
+                raise SolverError(f"{solver}: option {key!r} must list at least one value")
         made = cls(**values)
         made._check(solver)
         return made
@@ -256,7 +259,7 @@ class MemeticOptions(ChoiceOptions):
 @dataclass(frozen=True)
 class DtfmOptions(Options):
     population: int = option(100, "population size (memetic 40, dtfm 100)", lo=2, hi=100_000)
-    offspring: int = option(4900, "GCMA offspring per shape", lo=0)
+    offspring: int = option(4900, "GCMA offspring per shape", lo=1)
     shape: tuple[int, ...] | None = option(None, "one shape DxP instead of every shape that uses every GPU", metavar="DxP")
     dtfm_activation_gb: float | None = option(None, "activation message size in GB (default: from the model)",
                                               lo=0)

@@ -116,11 +116,27 @@ class _Reader:
                 raise InstanceError(self.sub(key), "missing required field")
             return default
         v = self.data[key]
-        if isinstance(v, bool) or not isinstance(v, (str, int)):
+        if not isinstance(v, str):     # the schema's rule too: write a number as "0"
             raise InstanceError(self.sub(key), f"expected a string, got {v!r}")
         if str(v).strip() == "":
             raise InstanceError(self.sub(key), "must not be empty")
+        if not str(v).isprintable():    # a NUL or a newline in an id breaks every file written from it
+            raise InstanceError(self.sub(key), f"must be printable text, got {str(v)[:40]!r}")
         return str(v)
+
+    def text(self, key: str, default: str, max_len: int, one_line: bool = True) -> str:
+        """Free text (a name, a description): a string of at most ``max_len``
+        characters, printable (line breaks allowed unless ``one_line``)."""
+        if not self.has(key):
+            return default
+        v = self.data[key]
+        if not isinstance(v, str):
+            raise InstanceError(self.sub(key), f"expected a string, got {type(v).__name__}")
+        if len(v) > max_len:
+            raise InstanceError(self.sub(key), f"longer than {max_len} characters ({len(v)})")
+        if not (v if one_line else v.replace("\n", " ").replace("\t", " ")).isprintable():
+            raise InstanceError(self.sub(key), "must be printable text")
+        return v
 
     def unknown_keys(self, allowed: set[str]) -> None:
         for k in self.data:

@@ -12,6 +12,7 @@ import numpy as np
 
 from geotrain_opt.problem import units
 from geotrain_opt.problem.catalog import GPU_CATALOG, MODEL_PRESETS, GpuType, default_clocks
+from geotrain_opt.common.inputs import read_text_file
 from geotrain_opt.errors import InstanceError
 from geotrain_opt.problem.instance.network import _read_network, read_capacity, read_egress
 from geotrain_opt.problem.instance.records import Device, Instance, Model, Objective, Options
@@ -37,20 +38,6 @@ def load_instance(path: str | Path) -> Instance:
     return inst
 
 
-def read_text_file(p: Path, limit_bytes: int = 1 << 30) -> str:
-    """The file as UTF-8 text; ValueError with a one-line reason otherwise."""
-    try:
-        if p.stat().st_size > limit_bytes:
-            raise ValueError(f"{p} is larger than {limit_bytes >> 20} MiB")
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read {p}: {e.strerror or e}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not UTF-8 text (byte {e.start})") from None
-
-
 def _no_duplicates(pairs: list[tuple[Any, Any]]) -> dict:
     out: dict = {}
     for k, v in pairs:
@@ -64,7 +51,15 @@ def _yaml_loader():
     import yaml
 
     class Loader(yaml.SafeLoader):
-        """SafeLoader that rejects a key given twice (PyYAML keeps the last one)."""
+        """SafeLoader that rejects a key given twice (PyYAML keeps the last one) and
+        aliases (``*name``): nine levels of them expand a few lines into gigabytes."""
+
+        def compose_node(self, parent, index):  # noqa: ANN001
+            if self.check_event(yaml.events.AliasEvent):
+                event = self.peek_event()
+                raise InstanceError("<file>", f"YAML aliases are not supported (*{str(event.anchor)[:40]} at line "
+                                              f"{event.start_mark.line + 1}): write the value out")
+            return super().compose_node(parent, index)
 
     def mapping(loader, node, deep=False):
         loader.flatten_mapping(node)
@@ -134,7 +129,9 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
         carbon = _by_region(_Reader(data, ""), "carbon_g_per_kwh", known_regions, nonneg=True)
     else:
         carbon = _by_region(energy, "carbon_g_per_kwh", known_regions, nonneg=True)
-    inst = Instance(name=str(top.get("name", default_name)), model=model, devices=devices,
+    for key in ("description", "source"):     # read by no one, checked as the schema does
+        top.text(key, "", MAX_TEXT, one_line=False)
+    inst = Instance(name=top.text("name", default_name, MAX_NAME), model=model, devices=devices,
                     alpha=alpha, beta=beta, net_j_per_byte=net_j, pue_region=pue,
                     options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon,
                     wan_capacity=capacity)
@@ -239,7 +236,7 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
         memory_gib=val("memory_gib", default=base.memory_gib if base else None),
         busy_w=val("busy_w", default=base.busy_w if base else None),
         wait_w=r.number("wait_w", base.wait_w if base else None, nonneg=True),
-        source=str(r.get("source", base.source if base else "instance file")),
+        source=r.text("source", base.source if base else "instance file", MAX_TEXT, one_line=False),
         price_per_hour=r.number("price_per_hour", base.price_per_hour if base else 0.0, nonneg=True),
         clocks=base.clocks if base else (),
         half_tokens=r.number("half_tokens", base.half_tokens if base else 0.0, nonneg=True),
@@ -252,6 +249,10 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
         # The exact formulations rely on busy >= wait (energy grows with busy time).
         raise InstanceError(r.sub("wait_w"), f"wait power {spec.wait_w} W exceeds busy power {spec.busy_w} W")
     return spec
+
+
+MIN_CLOCK_FRACTION = 0.01
+MAX_NAME, MAX_TEXT = 200, 20_000     # an instance's name, a description or source (characters)
 
 
 def _read_clocks(r: _Reader, spec: GpuType) -> tuple[tuple[float, float], ...]:
@@ -269,6 +270,8 @@ def _read_clocks(r: _Reader, spec: GpuType) -> tuple[tuple[float, float], ...]:
         er = _Reader(e, f"{path}[{i}]")
         er.unknown_keys({"fraction", "busy_w"})
         f = er.number("fraction", required=True, positive=True, maximum=1.0)
+        if f < MIN_CLOCK_FRACTION:      # a slower clock would stretch a stage past any limit
+            raise InstanceError(er.sub("fraction"), f"must be at least {MIN_CLOCK_FRACTION:g}, got {f!r}")
         p = er.number("busy_w", spec.busy_w if f == 1.0 else None, positive=True, maximum=LIMITS["busy_w"])
         if f in out:
             raise InstanceError(er.sub("fraction"), f"clock {f:g} listed twice")
