@@ -5,7 +5,8 @@
 For each generated ``geo`` instance (seed 0) and each solver, runs
 ``geotrain-opt solve --time-limit LIMIT`` in a fresh process and records the
 solver's own wall time (``wall_s``: from the solver's start to its result) and
-the process's (loading the instance included). Goal: wall_s <= LIMIT + max(10%, 2 s).
+the process's (loading the instance, the attached bound and writing included). Goal
+(issue 39): the whole command within LIMIT + max(10%, 1 s).
 """
 from __future__ import annotations
 
@@ -43,18 +44,17 @@ def main() -> int:
                 proc_s = time.perf_counter() - t
                 d = json.loads(out.read_text()) if out.exists() else {}
                 wall = d.get("wall_s")
-                allowed = args.limit + max(0.1 * args.limit, 2.0)
-                ok = wall is not None and wall <= allowed
-                if wall is not None:
-                    worst = max(worst, wall / args.limit - 1)
+                allowed = args.limit + max(0.1 * args.limit, 1.0)
+                ok = proc_s <= allowed
+                worst = max(worst, proc_s / args.limit - 1)
                 rows.append(f"| {n} | {s} | {d.get('status', 'rc ' + str(r.returncode))} | "
                             f"{'-' if wall is None else f'{wall:.2f}'} | {proc_s:.2f} | {'yes' if ok else 'NO'} |")
                 print(rows[-1], flush=True)
                 out.unlink(missing_ok=True)
     text = "\n".join([f"`python benchmarks/time_limits.py --limit {args.limit:g} --sizes {args.sizes}` "
                       f"(2 cores; solver wall = the result's wall_s, process = load + solve + write)", "",
-                      "| GPUs | solver | status | solver wall s | process s | within limit + max(10%, 2 s) |",
-                      "|---|---|---|---|---|---|"] + rows + ["", f"worst overshoot of the solver wall: {worst:+.1%}"]) + "\n"
+                      "| GPUs | solver | status | solver wall s | process s | process within limit + max(10%, 1 s) |",
+                      "|---|---|---|---|---|---|"] + rows + ["", f"worst overshoot of the whole command: {worst:+.1%}"]) + "\n"
     if args.out:
         Path(args.out).write_text("# Time limits\n\n" + text)
     print(text)

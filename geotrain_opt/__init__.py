@@ -7,12 +7,35 @@ The public interface (see :mod:`geotrain_opt.api`)::
     res = gt.solve(inst, "cpsat", time_limit=30)          # status "optimal": proven
     ev = gt.evaluate(inst, res.plan)                        # the cost model, from scratch
 """
-from geotrain_opt.api import pareto, results_frame, solve, verify
+from typing import Any
+
 from geotrain_opt.errors import GeoTrainError, InstanceError, PlanError, SolverError
-from geotrain_opt.cost.evaluator import BatchEvaluator, Evaluation, evaluate
-from geotrain_opt.problem.instance import Instance, instance_from_dict, load_instance
-from geotrain_opt.problem.plan import Plan
-from geotrain_opt.solvers.result import SolverResult
+
+# The rest is imported on first use (PEP 562), so that ``geotrain-opt`` reaches its
+# own Ctrl-C handling before numpy and the solvers load (issue 39: an interrupt in
+# the first 0.6 s printed a raw traceback).
+_LAZY = {
+    "pareto": "geotrain_opt.api", "results_frame": "geotrain_opt.api", "solve": "geotrain_opt.api",
+    "verify": "geotrain_opt.api", "BatchEvaluator": "geotrain_opt.cost.evaluator",
+    "Evaluation": "geotrain_opt.cost.evaluator", "evaluate": "geotrain_opt.cost.evaluator",
+    "Instance": "geotrain_opt.problem.instance", "instance_from_dict": "geotrain_opt.problem.instance",
+    "load_instance": "geotrain_opt.problem.instance", "Plan": "geotrain_opt.problem.plan",
+    "SolverResult": "geotrain_opt.solvers.result",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'geotrain_opt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _version

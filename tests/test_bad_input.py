@@ -397,3 +397,37 @@ def test_calibration_of_the_wrong_shape_names_the_field(tmp_path, cal, field):
     with pytest.raises(InstanceError) as e:
         load_calibration(path)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.3, 0.5, 0.8])
+def test_an_early_interrupt_is_one_line(delay):
+    """Issue 39: Ctrl-C while the modules load printed a raw KeyboardInterrupt traceback.
+    Whenever the signal lands (before, during or after the solve), no traceback."""
+    import signal
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "geotrain_opt.cli", "solve", str(TINY), "--solver", "cpsat",
+                             "--time-limit", "20", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    # -SIGINT: the signal landed before the interpreter set up its handler (nothing printed)
+    assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+
+
+@pytest.mark.parametrize("stage", ["bound_shapes", "seed", "passes"])
+@pytest.mark.parametrize("engine", ["cpsat", "milp"])
+def test_an_interrupted_exact_solve_returns_a_plan(monkeypatch, stage, engine):
+    """Issue 39: Ctrl-C before the first model (bounds, seeding) ended cpsat and milp
+    with "interrupted" and no plan, though constructive plans exist. Wherever it lands,
+    the result is the best plan known (a constructive one at least), status feasible."""
+    from geotrain_opt.solvers.exact.driver import ExactDriver
+
+    def stop(self):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ExactDriver, stage, stop)
+    inst = instance_from_dict(base())
+    res = get(engine)(inst, SolveOptions(time_limit_s=30))
+    assert res.status == "feasible" and res.plan is not None and res.stats["interrupted"]
+    assert evaluate(inst, res.plan).acceptable
+    assert res.best_bound is not None and res.best_bound <= res.objective_value

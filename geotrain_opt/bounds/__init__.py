@@ -76,32 +76,34 @@ def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None,
     return out
 
 
-def instance_bound(inst: "Instance") -> tuple[float, dict[str, int]]:
+def instance_bound(inst: "Instance", stop: Callable[[], bool] | None = None) -> tuple[float, dict[str, int]]:
     """(a lower bound on the primary objective of every plan, how many shapes each
     bound decided). inf when no shape admits a plan. With micro-batch size or
-    recomputation to choose (model.md §11): the least over the choices."""
+    recomputation to choose (model.md §11): the least over the choices. ``stop()``
+    true: the shapes not reached get the trivial bound 0 (``by["not computed"]``)."""
     if inst.has_choices:
         value, by = INF, {}
         for v_inst in variants(inst)[1]:
-            v, n = instance_bound(v_inst)
+            v, n = instance_bound(v_inst, stop)
             value = min(value, v)
             for k, c in n.items():
                 by[k] = by.get(k, 0) + c
         return value, by
-    bounds = shape_bounds(inst)
+    bounds = shape_bounds(inst, stop=stop)
     by: dict[str, int] = {}
     for b in bounds.values():
         by[b.by] = by.get(b.by, 0) + 1
     return min((b.value for b in bounds.values()), default=INF), by
 
 
-def attach_bound(inst: "Instance", res) -> None:
+def attach_bound(inst: "Instance", res, stop: Callable[[], bool] | None = None) -> None:
     """Give a result the instance's certified lower bound: ``stats["lower_bound"]``
     (value, seconds, how many shapes each bound decided) and ``best_bound`` (the
     larger of the solver's own and this one), so ``res.gap`` says how far at most
-    the plan is from optimal, for any solver."""
+    the plan is from optimal, for any solver. ``stop()`` true (the command's time is
+    up): the shapes not bounded yet count 0, which ``shapes_by`` says."""
     t = time.perf_counter()
-    value, by = instance_bound(inst)
+    value, by = instance_bound(inst, stop)
     res.stats["lower_bound"] = {"value": value if value < INF else None, "seconds": round(time.perf_counter() - t, 3),
                                 "shapes_by": by}
     if value < INF and res.objective_value is not None:

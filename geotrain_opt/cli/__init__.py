@@ -1,5 +1,31 @@
 """The ``geotrain-opt`` command line: the parser (derived from the solvers' typed
-options) and one handler per command."""
-from geotrain_opt.cli.entry import build_parser, main
+options) and one handler per command. ``main`` imports the rest itself, so that an
+interrupt while numpy and the solvers load is one line too (exit 130)."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+
+# when this command started (time.perf_counter()): a --time-limit is the whole command's
+STARTED: float | None = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    global STARTED
+    import time
+    STARTED = time.perf_counter()
+    try:
+        from geotrain_opt.cli.entry import main as run
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return run(argv)
+
+
+def build_parser() -> Any:
+    from geotrain_opt.cli.entry import build_parser as build
+    return build()
+
 
 __all__ = ["build_parser", "main"]

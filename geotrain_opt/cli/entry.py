@@ -10,7 +10,11 @@ from geotrain_opt.cli.parser import build_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:       # while the solvers' modules load
+        print("interrupted", file=sys.stderr)
+        return 130
     try:
         return args.fn(args)
     except GeoTrainError as e:

@@ -62,16 +62,20 @@ def build_options(solver: str, extra: Mapping[str, Any] | None = None, *, option
     return made
 
 
-def run(name: str, inst: Any, opts: SolveOptions) -> Any:
+def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None) -> Any:
     """The one solve pipeline of the API and the CLI: the solver, then the instance's
     certified lower bound and the gap to it attached to the result (any solver), and
     the plan simulated (``stats["simulation"]``, with a warning where the simulator
-    and the cost model differ by more than 10 %) when that is cheap."""
+    and the cost model differ by more than 10 %) when that is cheap. ``until`` (a
+    ``time.perf_counter()`` instant): the whole command's end; the bound stops there
+    and the simulation is skipped past it (the solver's own limit is the caller's)."""
+    import time
     from geotrain_opt.bounds import attach_bound
     from geotrain_opt.cost.simulate import simulation_check
     res = get(name)(inst, opts)
-    attach_bound(inst, res)
-    if res.plan is not None and res.evaluation is not None:
+    late = None if until is None else (lambda: time.perf_counter() > until)
+    attach_bound(inst, res, late)
+    if res.plan is not None and res.evaluation is not None and not (late and late()):
         # the analytic model checked against the schedule's semantics, where that is cheap
         sim = simulation_check(inst, res.plan, res.evaluation.time_s)
         if sim is not None:

@@ -178,6 +178,7 @@ def _configured_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
 
 def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, opts: SolveOptions,
               hint: Plan | None) -> ShapeOutcome:
+    t_end = time.perf_counter() + seconds        # building the model spends the slice too
     be, shape, src = run_model(CpSatBackend, inst, D, P, spec)
     _hint(be, inst, shape, hint)
     # Branch on the plan (assignment, layers, split) before the derived times: the
@@ -190,7 +191,6 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
     kind = spec.objective or inst.objective.kind
     obj = replace(src.objective, kind=kind)
     time_cap = spec.time_cap
-    t_end = time.perf_counter() + seconds
     best: Plan | None = None
     best_val = math.inf
     status, bound = Status.UNKNOWN, None

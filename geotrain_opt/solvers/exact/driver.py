@@ -186,18 +186,39 @@ class ExactDriver:
         self.grid_on = getattr(options, "class_grid", "off") == "auto"
         self.grid_skip: dict[int, str] = {}                       # choice -> why the class grid does not apply
         self.grid_bound: dict[Shape3, float] = {}
+        self.n_shapes, self.model = 0, None      # until bound_shapes and seed say (an early Ctrl-C)
 
     # ---- the solve, step by step
     def solve(self) -> SolverResult:
-        self.bound_shapes()
-        self.seed()
-        self.passes()
+        try:
+            self.bound_shapes()
+            self.seed()
+            self.passes()
+        except KeyboardInterrupt:       # Ctrl-C: the best plan known, a constructive one at least
+            return self.interrupted()
         # shapes left open before the limit ran out (a model whose rounding ranks many
         # near-equal plans first, §5): "feasible", not a time limit that was not reached
         ran_out = self.deadline.remaining <= max(0.5, 0.01 * self.deadline.seconds)
         status = (Status.TIME_LIMIT if ran_out else Status.FEASIBLE) if self.open_shapes else Status.OPTIMAL
         tie_break = self.tie_break() if status == Status.OPTIMAL else "not needed"
         return self.result(status, tie_break)
+
+    def interrupted(self) -> SolverResult:
+        """The result of a solve stopped by Ctrl-C: every shape not closed stays open."""
+        if self.inc.plan is None:
+            for c, v in enumerate(self.at):
+                if (p := smallest_feasible_plan(v)) is not None:
+                    self.inc.offer_plan(self.tagged(c, p))
+                    break
+        if not hasattr(self, "floors"):          # stopped before the shapes had bounds: none known
+            self.open_shapes[(0, 0, 0)] = 0.0
+        closed = {(e.get("D"), e.get("P")) for e in self.log if e.get("status") == "closed"}
+        for sh in getattr(self, "shapes", []):
+            if sh[1:] not in closed:
+                self.open_shapes.setdefault(sh, self.shape_floor(sh))
+        out = self.result(Status.FEASIBLE, "interrupted")
+        out.stats["interrupted"] = True
+        return out
 
     def bound_shapes(self) -> None:
         """Every shape's bound (on at most a quarter of the time limit: past it, shapes
@@ -272,7 +293,7 @@ class ExactDriver:
                 if deadline.expired:
                     break
                 if sh in self.open_shapes:
-                    self.attempt(sh, max(1.0, deadline.remaining / (len(todo) - i)))
+                    self.attempt(sh, min(deadline.remaining, max(1.0, deadline.remaining / (len(todo) - i))))
 
     # ---- one shape
     def attempt(self, sh: Shape3, seconds: float) -> None:

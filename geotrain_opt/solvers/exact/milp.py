@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 import warnings
 from typing import Any
 
@@ -159,6 +160,7 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
 def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, opts: SolveOptions,
               hint: Plan | None) -> ShapeOutcome:
     # The MILP measures time and energy in units of T_ref and E_ref (values near 1).
+    end = time.perf_counter() + seconds          # building the model spends the slice too
     be, shape, _src = run_model(PulpBackend, inst, D, P, spec.scaled(2.0 ** RES_BITS))
     warm = False
     if hint is not None and hint.replicas == D and hint.stages == P:
@@ -166,7 +168,7 @@ def run_shape(inst: Instance, D: int, P: int, spec: BuildSpec, seconds: float, o
                                                   clock_levels(inst, hint)):
             be.hint(var, value)
         warm = True
-    st = be.m.solve(_solver(opts, seconds, warm))
+    st = be.m.solve(_solver(opts, max(0.05, end - time.perf_counter()), warm))
     status_txt = pulp.LpStatus[st]
     sol = be.m.sol_status
     has_sol = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
