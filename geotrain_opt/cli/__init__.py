@@ -9,15 +9,31 @@ from typing import Any, Sequence
 
 # when this command started (time.perf_counter()): a --time-limit is the whole command's
 STARTED: float | None = None
+# set by the first Ctrl-C: an interrupt inside a C extension's import surfaces as an
+# ImportError ("initialization failed"), which must read as the interrupt it was
+INTERRUPTED = False
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    global INTERRUPTED
+    INTERRUPTED = True
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     global STARTED
+    import signal
     import time
     STARTED = time.perf_counter()
     try:
+        signal.signal(signal.SIGINT, _on_sigint)
+    except ValueError:          # not the main thread (an embedding program): leave its handler
+        pass
+    try:
         from geotrain_opt.cli.entry import main as run
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ImportError):
+        if not INTERRUPTED:
+            raise
         print("interrupted", file=sys.stderr)
         return 130
     return run(argv)

@@ -15,6 +15,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:       # while the solvers' modules load
         print("interrupted", file=sys.stderr)
         return 130
+    except ImportError:
+        from geotrain_opt import cli
+        if not cli.INTERRUPTED:
+            raise
+        print("interrupted", file=sys.stderr)
+        return 130
     try:
         return args.fn(args)
     except GeoTrainError as e:
@@ -32,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)
         return 2
     except Exception as e:      # a bug of ours: one line, and the traceback on request
+        from geotrain_opt import cli
+        if cli.INTERRUPTED:     # e.g. an ImportError of a C extension cut short by Ctrl-C
+            print("interrupted", file=sys.stderr)
+            return 130
         import os
         if os.environ.get("GEOTRAIN_DEBUG"):
             raise
