@@ -7,6 +7,7 @@ their hot loops. A property test keeps the two equal.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,17 +189,20 @@ class _Terms:
         way per period for every hop of the plan between r and r', so replica k, if one
         of its hops is between them, has tau_k >= n_{rr'} A / min(C(r->r'), C(r'->r))."""
         a, g = self.a, self.g_idx
-        hops = [(kk, tuple(sorted((int(a.region[g[kk][j]]), int(a.region[g[kk][j + 1]])))))
-                for kk in range(self.D) for j in range(self.P - 1)]    # inv_cap[r, r] = 0: no charge
-        return max((sum(p == q for _, q in hops) * a.A * max(a.inv_cap[p], a.inv_cap[p[::-1]])
-                    for kk, p in hops if kk == k), default=0.0)
+        if not a.shared_wan:
+            return 0.0
+        n = self._wan_hops = getattr(self, "_wan_hops", None) or Counter(   # the plan's hops per pair, once
+            tuple(sorted((int(a.region[g[kk][j]]), int(a.region[g[kk][j + 1]]))))
+            for kk in range(self.D) for j in range(self.P - 1))
+        mine = {tuple(sorted((int(a.region[g[k][j]]), int(a.region[g[k][j + 1]])))) for j in range(self.P - 1)}
+        return max((n[p] * a.A * max(a.inv_cap[p], a.inv_cap[p[::-1]]) for p in mine), default=0.0)
 
     def wan_sync(self) -> float:
         """§3.2: every stage's ring runs at once, so the ring edges from region r to r'
         share C(r->r'): the sync takes at least their bytes over C(r->r'), plus the least
         latency from r to r' that the last byte still travels."""
         a, g, D = self.a, self.g_idx, self.D
-        if D == 1:
+        if D == 1 or not a.shared_wan:
             return 0.0
         load: dict[tuple[int, int], float] = {}
         for j in range(self.P):
