@@ -113,11 +113,16 @@ def test_pipeline_and_data_parallel_uneven_cuts(tiny):
     assert ev.replica_times_s == [approx(0.03816), approx(0.05064)]
     # ring stage 0 on one node (N0 = 23,013,000), stage 1 across nodes (N1 = 46,039,000)
     assert ev.stage_allreduce_s == [approx(4.6026e-4 + 2e-5), approx(9.2078e-3 + 2e-4)]
-    assert ev.time_s == approx(0.0600478)
+    # the rings start after their stage's drain (model.md §3.3): stage 0's at
+    # max T_k = 50.64 ms, stage 1's at max(38.16, 50.64) - (2/3 1.68 + 12) = 37.52 ms,
+    # so T = max(50.64 + 0.48026, 37.52 + 9.4078) = 51.12026 ms (60.0478 before §3.3)
+    assert ev.stage_sync_start_s == [approx(0.05064), approx(0.03752)]
+    assert ev.time_s == approx(0.05112026)
     assert ev.busy_j == approx(1.008 + 1.008 + 5.616 + 7.488)
-    assert ev.wait_j == approx(2 * 5.66878 + 7.13517 + 2.631585)
+    # waiting at 100 W (e0, e1), 150 W (w0, PUE 1.5), 75 W (w1) for T less 3.36, 3.36, 12.48, 24.96 ms
+    assert ev.wait_j == approx(2 * 4.776026 + 5.796039 + 1.9620195)
     assert ev.network_j == approx(0.16)
-    assert ev.energy_j == approx(36.384315)
+    assert ev.energy_j == approx(1.008 + 1.008 + 5.616 + 7.488 + 17.3101105 + 0.16)
     assert ev.memory_bytes == {"e0": approx(536_208_000), "e1": approx(536_208_000),
                                "w0": approx(1_028_624_000), "w1": approx(1_028_624_000)}
     check_batch_matches(tiny, plan, ev)

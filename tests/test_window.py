@@ -35,7 +35,8 @@ def test_version_3s_optimum_is_proved_and_simulated_alike(llama):
     plan = Plan.load(DATA / "llama7b-v3-optimum.json")
     ev, sim = evaluate(llama, plan), simulate(llama, plan)
     assert (plan.replicas, plan.stages) == (4, 6)
-    assert ev.time_s == pytest.approx(37.5603, rel=1e-5) and ev.time_s == pytest.approx(sim.time_s, rel=0.01)
+    # 37.5603 s before the rings overlapped the drain (model.md §3.3): still the optimum
+    assert ev.time_s == pytest.approx(37.5442, rel=1e-5) and ev.time_s == pytest.approx(sim.time_s, rel=0.01)
     # the simulator's own ranking agrees: the new optimum runs 27 % faster than the old one
     assert sim.time_s < 0.73 * simulate(llama, Plan.load(DATA / "llama7b-v2-optimum.json")).time_s
     # (CP-SAT proves this plan optimal in seconds: docs/results.md, with the command; no

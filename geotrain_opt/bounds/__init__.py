@@ -16,7 +16,8 @@ can check in a line (formulations/proofs.md §8 states them with proofs):
   pipeline link x and ring link y that some replica and ring must have, jointly
   (a replica and a ring share a device, so they lie in one component);
 - the time bound is max(compute, pipeline(x)) + ring(y), minimised over the
-  feasible (x, y); energy adds the busy energy of the work at the least
+  feasible (x, y), less the longest drain a replica can have where D > 1 (a ring
+  overlaps the drain of the stages before it, model.md §3.3); energy adds the busy energy of the work at the least
   J/FLOP and the waiting power of the D P lowest-waiting devices over that time.
 
 All are cheap (numpy over the tiers), so the exact driver prunes shapes with them

@@ -20,6 +20,12 @@ if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.problem.instance import Instance
 
 
+def _least(values: np.ndarray) -> float:
+    """The least candidate; a NaN (0 * inf) counts as 0, never as no candidate: skipping
+    it could leave a shape's bound at inf, closing a shape that has plans."""
+    return float(np.nan_to_num(values, nan=0.0).min())
+
+
 def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
     """Least, over cuts of the layers into P contiguous non-empty stages, of the
     largest stage total; ``extra[j]`` is added to stage j (embedding, head)."""
@@ -129,7 +135,8 @@ class ShapeBounds:
             got = view.slots[key] = pool[:P] if len(pool) >= P else np.zeros(0)
         return got
 
-    def _slot_replica(self, u: np.ndarray, S: int, steady: int, comm_fill: float, tau_rest: float) -> float:
+    def _slot_replica(self, u: np.ndarray, S: float, steady: int, comm_fill: float, tau_rest: float,
+                      S_comm: float | None = None) -> float:
         """Least S (fill) + steady (period) of a replica whose stages run at most the
         speeds u (fastest first, in some order): every stage holds at least one
         layer of at least the lightest layer's work, the rest of the work (other
@@ -152,8 +159,9 @@ class ShapeBounds:
         before = np.concatenate([np.zeros((len(tau), 1)), np.cumsum(room, axis=1)[:, :-1]], axis=1)
         layers = 1.0 + np.clip((L - P) - before, 0.0, room)
         rest = float(a.w_prefix[-1] + a.head_work - L * w) / float(u[0])
-        fill = (layers * w / u[None, :]).sum(axis=1) + rest + comm_fill
-        return float((S * fill + steady * np.maximum(tau, tau_rest)).min())
+        comp = (layers * w / u[None, :]).sum(axis=1) + rest
+        S_comm = S if S_comm is None else S_comm      # (the comm's multiplier; model.md §3.3)
+        return float((S * comp + S_comm * comm_fill + steady * np.maximum(tau, tau_rest)).min())
 
     def _busiest(self, P: int) -> float:
         """Least largest stage work (FLOP per micro-batch) over the cuts into P stages."""
@@ -352,15 +360,16 @@ class ShapeBounds:
             if one_ring:
                 # the exempt stages are named: one cut for both ring terms
                 X, R = self._ring_front(P, s_top, exempt, slow, ring_coef, ring_lat, fast)
-                best = min(best, float((steady * np.maximum(tau_rest, X) + R).min()))
+                best = min(best, _least(steady * np.maximum(tau_rest, X) + R))
                 continue
             X, Y = self._cut_fronts(P, s_top, exempt, slow)
-            ring = ring_coef * Y + ring_lat if n_ex < P else np.zeros_like(Y)
+            # (a ring of no cost adds nothing, not 0 * inf where a front is empty)
+            ring = (ring_coef * Y if ring_coef > 0.0 else 0.0) + ring_lat if n_ex < P else np.zeros_like(Y)
             if has_exempt and fast[0] > 0.0:
                 # every stage's ring at the fastest ring tier, on the same candidate rows
                 # (the rows do not depend on the exemption: the X lists are the same)
                 ring = np.maximum(ring, fast[0] * self._cut_fronts(P, s_top, 0, slow)[1] + fast[1])
-            best = min(best, float((steady * np.maximum(tau_rest, X) + ring).min()))
+            best = min(best, _least(steady * np.maximum(tau_rest, X) + ring))
         return best
 
     def _memory_ok(self, D: int, P: int, q: int) -> bool:

@@ -145,7 +145,7 @@ class MergeCases:
                 # with no spare device, a crossing ring spans two of the other sites: it has
                 # a link between two of them
                 coef_x, lat_x = coef, lat
-                if which == "every" and len(others) >= 2:
+                if which == "every" and len(others) >= 2 and not self.ringless:
                     pairs = list(itertools.combinations(others, 2))
                     coef_x = max(coef, self.cring * float(min(ib[u, v] for u, v in pairs)))
                     lat_x = max(lat, 2.0 * (self.D - 1) * float(min(al[u, v] for u, v in pairs)))
@@ -281,7 +281,8 @@ class MergeCases:
                 # the busiest replica runs at most the rings' speed slots
                 u = self.sb._ring_slots(mt, t - 1, self.D, self.P)
                 S, fill, tau_rest = self.replica_parts(self.m, float(u[0]), float(u.sum()), occ_z, hop_z, n_cross)
-                rep_cross = max(rep_cross, self.sb._slot_replica(u, S, self.m - S, fill - self.W / float(u[0]), tau_rest) + self.R0)
+                rep_cross = max(rep_cross, self.sb._slot_replica(u, self.lead(S), self.m - S, fill - self.W / float(u[0]), tau_rest,
+                                                                 self.lead_comm(S)) + self.c_tail / float(u[0]) + self.R0)
             if rep_cross < T_merge:
                 rep_cross = max(rep_cross, self.rings_inside(mt, kind, t, desc, base, occ_z, hop_z))
             # every replica inside one component of tier t-1: not if they cannot hold

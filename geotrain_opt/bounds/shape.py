@@ -41,6 +41,12 @@ def bound_shape(sb: "ShapeBounds", D: int, P: int) -> ShapeBound:
     if not sb._memory_ok(D, P, q_light):
         return ShapeBound(D, P, INF, "memory", INF, INF)
     T, by = _Shape(sb, D, P).time_bound()
+    if D > 1 and P > 1:
+        # the rings overlap the drain, so the bounds with a ring count only part of the
+        # fill; the same bounds without any ring keep all of it (T >= max_k T_k)
+        T_pipe, by_pipe = _Shape(sb, D, P, ringless=True).time_bound()
+        if T_pipe > T:
+            T, by = T_pipe, by_pipe
     if obj.max_time_s is not None and T > obj.max_time_s:
         return ShapeBound(D, P, INF, "limit", T, INF)
     E = a.M * sb.W * sb.j_per_flop + float(sb.pw_pre[D * P]) * T
@@ -57,8 +63,9 @@ class _Shape(MergeCases):
     """One shape's constants and its relaxations, each a method (the merge tier's
     cases in MergeCases); ``sb`` holds the per-instance work."""
 
-    def __init__(self, sb: "ShapeBounds", D: int, P: int) -> None:
+    def __init__(self, sb: "ShapeBounds", D: int, P: int, ringless: bool = False) -> None:
         self.sb, self.D, self.P = sb, D, P
+        self.ringless = ringless          # every ring term 0: bounds on max_k T_k alone
         a = self.a = sb.a
         self.M = M = a.M
         self.m = -(-M // D)                      # the busiest replica's micro-batches
@@ -69,13 +76,41 @@ class _Shape(MergeCases):
         self.flush_of = {k: int(sc.flushes(a, k)[0]) for k in {self.m, self.m_light}}
         self.tiers = sb.tiers
         self.lv = self.tiers.levels
-        self.cring = 2.0 * (D - 1) / D * a.grad_bytes
+        self.cring = 0.0 if ringless else 2.0 * (D - 1) / D * a.grad_bytes
         self.N_big = sb._heaviest(P)
-        self.ring_lat = 2.0 * (D - 1) * sb.alpha_min if D > 1 else 0.0
+        self.ring_lat = 2.0 * (D - 1) * sb.alpha_min if D > 1 and not ringless else 0.0
+        self.c = self.c_tail = 0.0      # the drain's share of the fill where a ring follows (time_bound)
+
+    def lead(self, S: int) -> float:
+        """The compute's multiplier in T_k - d_kj: S flushes less the drain's share c,
+        the backward share 1 - rho (formulations/proofs.md §8)."""
+        return S - self.c
+
+    def lead_comm(self, S: int) -> float:
+        """The communication's: a drain holds half of the fill's exposed time and hops."""
+        return S - 0.5 if self.c > 0.0 else float(S)
+
+    def filled(self, S: int, fill: float, s_top: float) -> float:
+        """S flushes' fill as T_k - d_kj keeps it, ``fill`` a lower bound whose compute
+        is W / s_top: (S - c) compute + (S - 1/2) communication + the last stage's
+        backward, which no drain holds (at least a layer's and the head's)."""
+        if self.c == 0.0:
+            return S * fill
+        comp = self.W / s_top
+        return self.lead(S) * comp + self.lead_comm(S) * max(fill - comp, 0.0) + self.c_tail / s_top
 
     def time_bound(self) -> tuple[float, str]:
         """The bound on the iteration time and the relaxation that set it."""
         T_compute = self.compute_bound()
+        if self.D > 1 and self.P > 1 and not self.ringless:
+            # every bound below adds a ring to a replica's time, and a ring may overlap the
+            # drain of the stages before it (model.md §3.3): the drain holds the backward c of
+            # the stages' compute but the last's and half the communication, so each replica
+            # counts its fill that much less (filled), and the work bound drops c per replica
+            back = 1.0 - self.a.fwd_share
+            self.c = max(back, 0.5)
+            self.c_tail = back * (self.sb._w_min + self.a.head_work)
+            self.compute = self.work(self.sb.speed_desc)
         T_tiers = self.tiers_bound()
         T_sorted, ring_s = self.sorted_bound()
         self.ring_floor(ring_s)
@@ -105,7 +140,7 @@ class _Shape(MergeCases):
                     break
                 if xi is not None and yi is not None and not tiers.joint(xi, P, yi, D, D + P - 1):
                     continue
-                ring = 0.0 if yi is None else (self.cring * self.N_big * float(lv[yi])
+                ring = 0.0 if yi is None or self.ringless else (self.cring * self.N_big * float(lv[yi])
                                                + 2.0 * (D - 1) * sb._slow_link(float(lv[yi]))[0])
                 T_tiers = min(T_tiers, pipe_x + ring)
                 break                       # higher y only costs more
@@ -124,7 +159,7 @@ class _Shape(MergeCases):
             bx = float(lv[min(tiers.nth_fit(P, D), len(lv) - 1)])
             pipe_s = self.replica(self.m_light, self.s_max, float(sb.speed_pre[P]), A * bx, sb._slow_link(bx)[1])
         ring_s = 0.0
-        if D > 1:
+        if D > 1 and not self.ringless:
             betas = [float(lv[min(tiers.nth_fit(D, i), len(lv) - 1)]) for i in range(1, P + 1)]
             # the slowest ring still carries a stage of at least one layer
             ring_s = self.cring * sb._n_min * betas[-1] + 2.0 * (D - 1) * sb._slow_link(betas[-1])[0]
@@ -137,14 +172,15 @@ class _Shape(MergeCases):
         that holds a ring and its latency (an exempt stage's ring pays them)."""
         D, tiers, lv = self.D, self.tiers, self.lv
         self.R0 = self.b1 = self.ring_lat1 = 0.0
-        if D > 1:
+        if D > 1 and not self.ringless:
             self.b1 = float(lv[min(tiers.first_fit(D), len(lv) - 1)])
             self.ring_lat1 = 2.0 * (D - 1) * self.sb._slow_link(self.b1)[0]
             self.R0 = max(ring_s, self.cring * self.N_big * self.b1 + self.ring_lat1)
 
     def replica(self, m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0, n_slow: int = 1) -> float:
         S, fill, tau_rest = self.replica_parts(m, s_top, s_sum, occ, slow_hop, n_slow)
-        return S * fill + (m - S) * max(tau_rest, self.busy_P / s_top, self.sb._busiest_row(self.P, s_top))
+        return (self.filled(S, fill, s_top)
+                + (m - S) * max(tau_rest, self.busy_P / s_top, self.sb._busiest_row(self.P, s_top)))
 
     def replica_parts(self, m: int, s_top: float, s_sum: float, occ: float, slow_hop: float = 0.0,
                       n_slow: int = 1, exact: list[tuple[float, float]] | None = None) -> tuple[int, float, float]:
@@ -202,7 +238,7 @@ class _Shape(MergeCases):
                 out = 0.0
                 for mk, top, ssum in kinds:
                     S, fill, tau_rest = self.replica_parts(mk, top, ssum, occ, slow_hop, len(links))
-                    out = max(out, S * fill + self.sb._joint_cut(self.P, top, mk - S, tau_rest, ring_coef, ex, occ,
+                    out = max(out, self.filled(S, fill, top) + self.sb._joint_cut(self.P, top, mk - S, tau_rest, ring_coef, ex, occ,
                                                                at=links, ring_lat=ring_lat, fast=fast))
                 best = min(best, out)
             return best
@@ -211,7 +247,7 @@ class _Shape(MergeCases):
         out = 0.0
         for mk, top, ssum in kinds:
             S, fill, tau_rest = self.replica_parts(mk, top, ssum, occ, slow_hop, n_slow, exact)
-            out = max(out, S * fill + self.sb._joint_cut(self.P, top, mk - S, tau_rest, ring_coef, exempt, slow_occ,
+            out = max(out, self.filled(S, fill, top) + self.sb._joint_cut(self.P, top, mk - S, tau_rest, ring_coef, exempt, slow_occ,
                                                        n_slow, ring_lat=ring_lat, fast=fast, links=links))
         return out
 
@@ -228,7 +264,11 @@ class _Shape(MergeCases):
         k's T_k >= sum_j w_j/s_j + (m_k - 1) max_j w_j/s_j + 2 (P-1) h, so within
         T' = T - 2(P-1)h it runs m_k <= 1 + sum_j (T' s_j / W - 1)^+ micro-batches;
         summed over the replicas, M <= D + sum_i (T' s_i / W - 1)^+, i.e.
-        T' >= min_u (M - D + u) W / (s_1 + ... + s_u)."""
+        T' >= min_u (M - D + u) W / (s_1 + ... + s_u). Before a ring (c > 0, time_bound):
+        T_k - d >= (m_k - c) max_j w_j/s_j >= (m_k - c) W / sum_j s_j, so the work is
+        (M - c D) W / (sum of the D P fastest) and the bubble is left out."""
+        if self.c > 0.0:
+            return (self.M - self.c * self.D) * self.W / float(desc[: self.D * self.P].sum())
         u = np.arange(1, self.D * self.P + 1)
         bubble = float(((self.M - self.D + u) * self.W / np.cumsum(desc[: self.D * self.P])).min()) + 2.0 * (self.P - 1) * self.hop
         return max(self.M * self.W / float(desc[: self.D * self.P].sum()), bubble)
@@ -236,15 +276,23 @@ class _Shape(MergeCases):
     def split_work(self, desc: np.ndarray, k_max: int, f_s: float, occ_z: float) -> float:
         """Least T at which k <= k_max whole replicas (bubble capacity on the fastest
         k P speeds) and D - k split ones (fill >= f_s, period >= occ_z, so at most
-        1 + (T - f_s) / occ_z micro-batches each) can run M micro-batches."""
+        1 + (T - f_s) / occ_z micro-batches each) can run M micro-batches. Before a
+        ring (c > 0): a split one runs 1 + (T - (1 - c) f_s) / occ_z, a whole one
+        c + T (its speeds) / W (see ``work``)."""
         top = desc[: k_max * self.P]
         ks = np.arange(k_max + 1)
         two_h = 2.0 * (self.P - 1) * self.hop
+        c = self.c
+        f_s = (1.0 - c) * f_s
+        cum = np.concatenate([[0.0], np.cumsum(top)])
 
         def capacity(T: float) -> float:
-            pos = np.concatenate([[0.0], np.cumsum(np.maximum(0.0, (T - two_h) * top / self.W - 1.0))])
+            if c > 0.0:
+                whole = ks * c + T * cum[ks * self.P] / self.W
+            else:
+                whole = ks + np.concatenate([[0.0], np.cumsum(np.maximum(0.0, (T - two_h) * top / self.W - 1.0))])[ks * self.P]
             g = 1.0 + (T - f_s) / max(occ_z, TINY)
-            return float((ks + pos[ks * self.P] + (self.D - ks) * g).max())
+            return float((whole + (self.D - ks) * g).max())
 
         lo = f_s
         if capacity(lo) >= self.M:
@@ -267,7 +315,7 @@ class _Shape(MergeCases):
         k = min(2(D-1), c N / A))."""
         if kind == "bandwidth":
             alpha_z, hop_z = self.sb._slow_link(z)
-            lat = 2.0 * (self.D - 1) * alpha_z
+            lat = 0.0 if self.ringless else 2.0 * (self.D - 1) * alpha_z
             return self.A * z, hop_z, self.cring * self.N_big * z + lat, self.cring * self.sb._n_min * z + lat
         k_big, k_one = min(2.0 * (self.D - 1), self.cring * self.N_big / self.A), min(2.0 * (self.D - 1), self.cring * self.sb._n_min / self.A)
         return self.sb.occ_min, z, k_big * z, k_one * z

@@ -30,7 +30,7 @@ class Evaluation:
     time_s: float
     energy_j: float
     pipeline_s: float                 # max_k T_k
-    allreduce_s: float                # max_j R_j (or the shared WAN floor, §3.2)
+    allreduce_s: float                # max_j R_j (or the shared WAN floor, §3.2); T <= pipeline + allreduce
     busy_j: float
     wait_j: float
     network_j: float
@@ -42,6 +42,7 @@ class Evaluation:
     limit_violations: list[str] = field(default_factory=list)
     cost_usd: float | None = None     # §9: when the instance prices GPU hours or egress
     carbon_g: float | None = None     # §9: when a region has a carbon intensity
+    stage_sync_start_s: list[float] = field(default_factory=list)   # s_j: stage j's ring starts (§3.3)
 
     @property
     def acceptable(self) -> bool:
@@ -56,6 +57,7 @@ class Evaluation:
             "memory_bytes": dict(self.memory_bytes),
             "replica_times_s": list(self.replica_times_s),
             "stage_allreduce_s": list(self.stage_allreduce_s),
+            "stage_sync_start_s": list(self.stage_sync_start_s),
             "cross_region_bytes": self.cross_region_bytes,
             "within_limits": self.within_limits, "limit_violations": list(self.limit_violations),
         } | ({"cost_usd": self.cost_usd} if self.cost_usd is not None else {}) \
@@ -71,15 +73,17 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     Tk = x.pipelines()
     R = x.rings()
     pipeline = max(Tk)
-    allreduce = max(R + [x.wan_sync()])
-    T = pipeline + allreduce
+    wan = x.wan_sync()
+    allreduce = max(R + [wan])
+    starts = x.sync_starts(Tk)
+    T = max([pipeline] + [s + r for s, r in zip(starts, R)] + [starts[-1] + wan])
     busy, wait, network, cross = x.energy(T)
     E = busy + wait + network
     cost, carbon = x.priced(T)
     memory = x.memory(violations)
     limits = limit_violations(inst, T, E, x.D * x.P, cost, carbon)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
-                      memory, Tk, R, cross, not limits, limits, cost, carbon)
+                      memory, Tk, R, cross, not limits, limits, cost, carbon, starts)
 
 
 class _Terms:
@@ -127,6 +131,7 @@ class _Terms:
         opts, dev = self.inst.options, self.inst.devices
         A, kappa, mu = a.A, opts.exposed_comm, a.A * opts.stack_s_per_byte
         Tk = []
+        self.drain: list[list[float]] = []
         for k in range(self.D):
             links = [(g_idx[k][j], g_idx[k][j + 1]) for j in range(P - 1)]
             occ = [A * a.inv_beta[u, v] for u, v in links]
@@ -135,6 +140,12 @@ class _Terms:
             e = [0.0] + [kappa * o + (mu if dev[u].node != dev[v].node else 0.0)
                          for (u, v), o in zip(links, occ)] + [0.0]     # e_{k,-1} = e_{k,P-1} = 0
             row = [t[k][j] + 2.0 * (e[j] + e[j + 1]) for j in range(P)]
+            # the drain from stage j's last backward to stage 0's: d_kj = sum_{i<j} b_ki + x_ki,
+            # b_ki = the backward part of t_ki with its two messages' exposed time (§3.3)
+            d = [0.0]
+            for i in range(P - 1):
+                d.append(d[-1] + t[k][i] - self.f[k][i] + e[i] + e[i + 1] + x[i])
+            self.drain.append(d)
             link = max(max(occ, default=0.0), self.wan_period(k))
             if a.gpipe:     # all forwards, then all backwards: each phase has its own bottleneck
                 f = [self.f[k][j] + e[j] + e[j + 1] for j in range(P)]
@@ -183,6 +194,12 @@ class _Terms:
                 total = sum(count * (fill + ((q - w) * r if w < q else (q - 1) * tau)) for q, count in flushes)
                 worst = max(worst, total)
         return worst
+
+    def sync_starts(self, Tk: list[float]) -> list[float]:
+        """s_j (§3.3): stage j's ring starts once every replica's stage j has run its
+        last backward, max_k (T_k - d_kj); T = max(max_k T_k, max_j s_j + R_j, s_{P-1} +
+        the shared WAN floor): the rings overlap the drain of the stages before."""
+        return [max(T_k - d[j] for T_k, d in zip(Tk, self.drain)) for j in range(self.P)]
 
     def wan_period(self, k: int) -> float:
         """§3.2: a region pair {r, r'} with a shared capacity carries one message each
@@ -381,11 +398,11 @@ class BatchEvaluator:
             clk = np.asarray(clk, dtype=np.int64)
             speed, pb = a.speed[grid] * a.clock_frac[grid, clk], a.clock_busy[grid, clk]
         t = W[:, None, :] / speed                                # (n, D, P)
-        fwd = sc.stage_forward(a, lo, hi, last)[:, None, :] / speed if a.gpipe else None
+        fwd = sc.stage_forward(a, lo, hi, last)[:, None, :] / speed
         mbf = mb.astype(float)
         u, v = grid[:, :, :-1], grid[:, :, 1:]
-        occ = sc.occupancy(a, u, v)                              # (n, D, P-1)
-        Tk = sc.replica_time(a, t, occ, a.alpha[u, v], mbf, sc.exposed(a, u, v), sc.wan_periods(a, grid), fwd)
+        occ, lat, ex = sc.occupancy(a, u, v), a.alpha[u, v], sc.exposed(a, u, v)     # (n, D, P-1)
+        Tk = sc.replica_time(a, t, occ, lat, mbf, ex, sc.wan_periods(a, grid), fwd)
         cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
         if D > 1:
             nxt = np.roll(grid, -1, axis=1)
@@ -396,8 +413,9 @@ class BatchEvaluator:
             R = np.zeros((n, P))
             cross_ring = np.zeros(n)
         pipeline = Tk.max(axis=1)
-        allreduce = np.maximum(R.max(axis=1), sc.wan_sync(a, grid, N))
-        T = pipeline + allreduce
+        wan = sc.wan_sync(a, grid, N)
+        allreduce = np.maximum(R.max(axis=1), wan)
+        T = sc.iteration_time(Tk, sc.drains(a, t, fwd, occ, lat, ex), R, wan) if D > 1 else pipeline
         U = mbf[:, :, None] * t
         pw = a.p_wait[grid]
         busy = (pb * U).sum(axis=(1, 2))

@@ -116,6 +116,25 @@ def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.nd
     return np.maximum(T, window_time(t + 2.0 * around, occ + lat, tau, fill, m, S))
 
 
+def drains(a: "InstanceArrays", t: np.ndarray, fwd: np.ndarray, occ: np.ndarray, lat: np.ndarray,
+           ex: np.ndarray) -> np.ndarray:
+    """(..., P): d_j, the time from stage j's last backward to stage 0's (formulations/
+    model.md §3.3), d_0 = 0, d_j = sum_{i<j} (t_i - f_i + e_{i-1} + e_i) + alpha_i + o_i:
+    each stage's backward with its messages' exposed time, then the hop down."""
+    pad = np.zeros(t.shape[:-1] + (1,))
+    around = np.concatenate([pad, ex], axis=-1) + np.concatenate([ex, pad], axis=-1)
+    step = (t - fwd + around)[..., :-1] + occ + lat
+    return np.concatenate([pad, np.cumsum(step, axis=-1)], axis=-1)
+
+
+def iteration_time(Tk: np.ndarray, drain: np.ndarray, R: np.ndarray, wan: Num = 0.0) -> np.ndarray:
+    """T from Tk (..., D), drains (..., D, P), rings R (..., P) and the shared WAN floor
+    (...,) (§3.3): stage j's ring starts at s_j = max_k (T_k - d_kj), once every replica's
+    stage j is done, so T = max(max_k T_k, max_j s_j + R_j, s_{P-1} + wan)."""
+    start = (Tk[..., None] - drain).max(axis=-2)
+    return np.maximum(np.maximum(Tk.max(axis=-1), (start + R).max(axis=-1)), start[..., -1] + wan)
+
+
 def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarray, m: np.ndarray,
                 S: np.ndarray) -> np.ndarray:
     """1F1B's window over the last axis (formulations/model.md §3.1; the reference is

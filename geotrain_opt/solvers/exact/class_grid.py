@@ -106,7 +106,7 @@ def solve_shape(inst: Instance, D: int, P: int, cutoff: float, seconds: float, w
     grid.replica_rows()
     if D > 1:
         grid.rings()
-    grid.md.minimize(grid.X + grid.Y)
+    grid.md.minimize(grid.Tm)
     grid.naming_literals()
     return _search(grid, cutoff, t_end, workers, seed, log)
 
@@ -160,9 +160,9 @@ class _GridModel:
         code = [sum(x[k][j] * C ** (J - 1 - j) for j in range(J)) for k in range(D)]
         for k in range(D - 1):
             md.add(code[k] <= code[k + 1])
-        self.X = md.new_int_var(0, self.cap, "pipeline")
-        self.Y = md.new_int_var(0, self.cap, "allreduce")
-        md.add(self.X + self.Y <= self.cap)
+        # Tm: the model's T, at least every replica's time and every stage's ring after
+        # its drain (rings(), model.md §3.3)
+        self.Tm = md.new_int_var(0, self.cap, "iteration")
 
     def replica_rows(self) -> None:
         """X >= every replica's time. The row X >= S (sum t + 2 sum (h + 2 e)) + (m - S) tau
@@ -175,10 +175,12 @@ class _GridModel:
         md, a, cl, D, P, cap, fl, S = self.md, self.a, self.cl, self.D, self.P, self.cap, self.fl, self.S
         C, x = cl.C, self.x
         slow = self.m - S
+        # the last column, rounded up, is the link's share of a drain (x + 2 e >= what it adds)
         links = [(c, e, fl(slow * a.A * cl.ib[c, e]), fl(slow * 2 * cl.ex[c, e]),
-                  fl(2 * S * (cl.al[c, e] + a.A * cl.ib[c, e] + 2 * cl.ex[c, e])), fl(slow * cl.ex[c, e]))
+                  fl(2 * S * (cl.al[c, e] + a.A * cl.ib[c, e] + 2 * cl.ex[c, e])), fl(slow * cl.ex[c, e]),
+                  self.cl_(cl.al[c, e] + a.A * cl.ib[c, e] + 2 * cl.ex[c, e]))
                  for c in range(C) for e in range(C) if c != e or cl.size[c] > 1]
-        links = [r for r in links if max(r[2:]) <= cap]
+        links = [r for r in links if max(r[2:6]) <= cap]
         stage_tab = []
         for j in range(P):
             tab = []
@@ -188,20 +190,33 @@ class _GridModel:
                     if self.fits[j, c, l]:
                         t = (l * self.layer_w + head) / cl.speed[c]
                         f = (l * self.layer_w * a.fwd_share + head / 3.0) / cl.speed[c]     # GPipe's phases
-                        tab.append((c, l, fl(S * t), fl(slow * t), fl(slow * f), fl(slow * (t - f))))
-            stage_tab.append([r for r in tab if max(r[2:]) <= cap])
+                        # last column: the backward, rounded up, a drain's share (no head before P - 1)
+                        tab.append((c, l, fl(S * t), fl(slow * t), fl(slow * f), fl(slow * (t - f)),
+                                    self.cl_(t - f) if j < P - 1 else 0))
+            stage_tab.append([r for r in tab if max(r[2:6]) <= cap])
+        self.Xk, self.steps = [], []
         for k in range(D):
-            occ, occ2, hop, occ1 = [], [], [], []
+            occ, occ2, hop, occ1, dl = [], [], [], [], []
             for j in range(P - 1):
                 o, o2, h, o1 = (md.new_int_var(0, cap, "") for _ in range(4))
-                md.add_allowed_assignments([x[k][j], x[k][j + 1], o, o2, h, o1], links)
-                occ.append(o), occ2.append(o2), hop.append(h), occ1.append(o1)
-            t_fill, t_tau, t_ph = [], [], []
+                d = md.new_int_var(0, cap + 1, "")
+                md.add_allowed_assignments([x[k][j], x[k][j + 1], o, o2, h, o1, d], links)
+                occ.append(o), occ2.append(o2), hop.append(h), occ1.append(o1), dl.append(d)
+            t_fill, t_tau, t_ph, db = [], [], [], []
             for j in range(P):
                 tf, tt, tF, tB = (md.new_int_var(0, cap, "") for _ in range(4))
-                md.add_allowed_assignments([x[k][j], self.ell[j], tf, tt, tF, tB], stage_tab[j])
-                t_fill.append(tf), t_tau.append(tt), t_ph.append((tF, tB))
-            md.add(self.X >= sum(t_fill) + sum(hop) + self._period(occ, occ2, occ1, t_tau, t_ph))
+                d = md.new_int_var(0, cap + 1, "")
+                md.add_allowed_assignments([x[k][j], self.ell[j], tf, tt, tF, tB, d], stage_tab[j])
+                t_fill.append(tf), t_tau.append(tt), t_ph.append((tF, tB)), db.append(d)
+            Xk = md.new_int_var(0, self.cap, f"replica{k}")
+            md.add(Xk >= sum(t_fill) + sum(hop) + self._period(occ, occ2, occ1, t_tau, t_ph))
+            md.add(self.Tm >= Xk)
+            self.Xk.append(Xk)
+            self.steps.append([db[i] + dl[i] for i in range(P - 1)])     # stage i's drain step, rounded up
+
+    def cl_(self, x: float) -> int:
+        """x in units, rounded up (a drain is subtracted: rounding it up keeps the relaxation)."""
+        return math.ceil(x / self.unit)
 
     def _period(self, occ: list, occ2: list, occ1: list, t_tau: list, t_ph: list) -> Any:
         """(m - S) times the period: 1F1B's tau >= every stage's row and every link's
@@ -249,8 +264,8 @@ class _GridModel:
         return lab_tab
 
     def rings(self) -> None:
-        """Y >= every stage's ring: the least bottleneck of a closed walk over its
-        column's labelled classes."""
+        """Tm >= every replica's time less its drain to stage j plus stage j's ring: the
+        least bottleneck of a closed walk over its column's labelled classes."""
         md, a, cl, D, P, cap, fl, on = self.md, self.a, self.cl, self.D, self.P, self.cap, self.fl, self.on
         C = cl.C
         ibv = sorted(set(cl.walk_ib.values()) | {float(cl.ib[c, c]) for c in range(C)})
@@ -276,7 +291,8 @@ class _GridModel:
             tab = [(i, l, fl(coef * self.N_of[j][l] * v)) for i, v in enumerate(ibv) for l in range(1, self.top + 1)]
             md.add_allowed_assignments([bi, self.ell[j], rb], [r for r in tab if r[2] <= cap])
             md.add_element(ai, [min(fl(2 * (D - 1) * v), cap + 1) for v in alv], ra)
-            md.add(self.Y >= rb + ra)
+            for k in range(D):
+                md.add(self.Tm >= self.Xk[k] - sum(self.steps[k][:j]) + rb + ra)
 
     def naming_literals(self) -> None:
         """Literals that name a solution, to exclude it once it is evaluated."""
@@ -289,16 +305,22 @@ class _GridModel:
 
     def plan_of(self, solver: cp_model.CpSolver, t_end: float) -> tuple[Plan, list, list, float]:
         """A solution as a plan with the ring order that costs least; its rows, its
-        layers and the least largest ring over the orders."""
+        layers and a lower bound on its time over the orders (the replicas' times and
+        the rings' starts, model.md §3.3, are the same in every order)."""
         D, P, cl, inst = self.D, self.P, self.cl, self.inst
         rows = [tuple(solver.value(v) for v in self.x[k]) for k in range(D)]
         lay = [solver.value(v) for v in self.ell]
         cuts = [0] + list(itertools.accumulate(lay))
         N = [self.N_of[j][lay[j]] for j in range(P)]
-        order, ring_lb = _best_order(inst, cl, rows, N, min(10.0, max(0.1, t_end - time.perf_counter())), self.unit)
-        pool = [list(mm) for mm in cl.members]
-        grid = [[pool[c].pop(0) for c in rows[k]] for k in order]
-        return Plan.from_indices(inst.ids, grid, cuts, [self.m] * D), rows, lay, ring_lb
+
+        def plan(order: list[int]) -> Plan:
+            pool = [list(mm) for mm in cl.members]
+            return Plan.from_indices(inst.ids, [[pool[c].pop(0) for c in rows[k]] for k in order], cuts, [self.m] * D)
+        ev = evaluate(inst, plan(list(range(D))))
+        starts = ev.stage_sync_start_s or [0.0] * P
+        order, lb = _best_order(inst, cl, rows, N, min(10.0, max(0.1, t_end - time.perf_counter())), self.unit,
+                                starts)
+        return plan(order), rows, lay, max(max(ev.replica_times_s, default=0.0), lb)
 
     def exclude(self, rows: list, lay: list) -> None:
         """No more of this solution (every order of its rows is no better)."""
@@ -339,7 +361,7 @@ def _search(grid: _GridModel, cutoff: float, t_end: float, workers: int, seed: i
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break
         found += 1
-        plan, rows, lay, ring_lb = grid.plan_of(solver, t_end)
+        plan, rows, lay, order_lb = grid.plan_of(solver, t_end)
         ev = evaluate(grid.inst, plan)
         value = ev.time_s if ev.acceptable else math.inf
         if log is not None:
@@ -349,10 +371,10 @@ def _search(grid: _GridModel, cutoff: float, t_end: float, workers: int, seed: i
             if value < cutoff:
                 cutoff = value
                 grid.cap = min(grid.cap, math.ceil(cutoff * (1 - PROOF_RTOL) / unit) - 1)
-                grid.md.add(grid.X + grid.Y <= grid.cap)
+                grid.md.add(grid.Tm <= grid.cap)
         # excluded only if no order of its rows beats the cutoff: its replicas (which no
-        # order changes) and the least largest ring over the orders
-        if max(float(r) for r in ev.replica_times_s) + ring_lb < cutoff * (1 - PROOF_RTOL):
+        # order changes) and the least max_j s_j + R_j over the orders (model.md §3.3)
+        if order_lb < cutoff * (1 - PROOF_RTOL):
             break
         grid.exclude(rows, lay)
     if closed:

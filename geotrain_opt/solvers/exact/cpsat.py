@@ -77,13 +77,15 @@ class CpSatBackend:
         self.ub[v.index] = hi
         return v
 
-    def _scaled(self, terms, unit: float, extra: float = 0.0) -> tuple[int, list[tuple[int, Any]], bool]:
+    def _scaled(self, terms, unit: float, extra: float = 0.0,
+                negative: bool = False) -> tuple[int, list[tuple[int, Any]], bool]:
         """(S, integer coefficients, exact): the smallest power of two S that makes
         every ratio integral, else the largest the activity limit allows, with the
-        coefficients rounded down."""
+        coefficients rounded down. ``negative``: the caller (``ge``) pays for
+        negative coefficients on real variables."""
         ratios = [(c * self._u(v) / unit, v) for c, v in terms if c != 0]
         for r, v in ratios:
-            if r < 0 and v.index in self.unit:
+            if r < 0 and v.index in self.unit and not negative:
                 raise ValueError("cpsat: negative coefficient on a real variable breaks the relaxation")
         size = extra + sum(abs(r) * self.ub[v.index] for r, v in ratios)
         S = 1
@@ -96,10 +98,13 @@ class CpSatBackend:
         return S, [(math.floor(S * r), v) for r, v in ratios], False
 
     def ge(self, lhs: Any, terms, const: float = 0.0, enforce: tuple = ()) -> None:
-        # S*lhs >= sum floor(S r) v + floor(S c) - (S - 1) admits lhs = floor(true value)
+        # S*lhs >= sum floor(S r) v + floor(S c) - (S - 1) admits lhs = floor(true value).
+        # A real variable v at floor(V/u) > V/u - 1 under a negative c = floor(S r) adds
+        # at most |c| above S r V/u, so the row gives that back (the sync's drain, §3.10).
         ul = self._u(lhs)
-        S, coefs, _ = self._scaled(terms, ul, extra=self.ub[lhs.index] + abs(const / ul))
-        ct = self.m.add(S * lhs >= sum(c * v for c, v in coefs) + math.floor(S * const / ul) - (S - 1))
+        S, coefs, _ = self._scaled(terms, ul, extra=self.ub[lhs.index] + abs(const / ul), negative=True)
+        give = sum(-c for c, v in coefs if c < 0 and v.index in self.unit)
+        ct = self.m.add(S * lhs >= sum(c * v for c, v in coefs) + math.floor(S * const / ul) - (S - 1) - give)
         if enforce:
             ct.only_enforce_if(list(enforce))
 

@@ -20,7 +20,7 @@ from geotrain_opt.problem.instance import Instance
 from geotrain_opt.solvers.exact.classes import (_device_classes, class_twins, device_classes,
                                                 interchangeable_classes, unit_order)
 from geotrain_opt.solvers.exact.readback import canonical_grid, hint_values, read_plan, read_solution
-from geotrain_opt.solvers.exact import gpipe, shared_wan
+from geotrain_opt.solvers.exact import gpipe, shared_wan, sync
 from geotrain_opt.solvers.exact.rows import _Model
 from geotrain_opt.problem.tolerances import LIMIT_MARGIN
 from geotrain_opt.solvers.exact.spec import Backend, BuildSpec, BuildTimeout, Shape, Terms
@@ -42,12 +42,13 @@ def build(inst: Instance, D: int, P: int, be: Backend, spec: BuildSpec | None = 
     layers per stage, units, assignment and symmetry (§3.1, §3.6, §3.7),
     micro-batches (§4), bounds for domains, stage times, pipeline links and rings
     (GPipe's two phases apart) and rings (§3.2), shared WAN capacity (§3.9, only when
-    given), the makespan, memory (§3.3),
+    given), the replicas' times and T over them and the rings (sync.py), memory (§3.3),
     energy (§3.4), objective and limits (§3.5)."""
     m = _Model(inst, D, P, be, spec if spec is not None else BuildSpec(**fields))
     for part in (m.layers, m.units, m.assignment, m.symmetry, m.micro_batches, m.bounds, m.stage_times,
-                 m.pipeline, lambda: gpipe.state(m), m.rings, lambda: shared_wan.state(m), m.makespan, m.memory, m.energy, m.objective):
+                 m.pipeline, lambda: gpipe.state(m), m.rings, lambda: shared_wan.state(m), m.makespan,
+                 lambda: sync.state(m), m.memory, m.energy, m.objective):
         part()
     return Shape(D, P, m.x, m.nl, m.y, m.mu, m.T, m.E_terms, m.obj_terms,
-                 dict(t=m.t, lk=m.lk, oc=m.oc, ex=m.ex, tau=m.tau, ring=m.ring, Rmax=m.Rmax, eb=m.ebv, om=m.omv),
+                 dict(t=m.t, lk=m.lk, oc=m.oc, ex=m.ex, tau=m.tau, ring=m.ring, PT=m.PT, eb=m.ebv, om=m.omv),
                  m.unit_members, m.unit_level, bool(m.spec.classes and m.spec.symmetry))

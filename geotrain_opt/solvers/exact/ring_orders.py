@@ -114,9 +114,11 @@ def _classes(inst: Instance) -> _Classes:
     return got
 
 
-def _ring_floor(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: list[float]) -> float:
-    """The largest ring of a solution as the relaxation charges it (no order does better)."""
+def _ring_floor(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: list[float],
+                starts: list[float] | None = None) -> float:
+    """max_j s_j + R_j of a solution, each ring as the relaxation charges it (no order does better)."""
     a, D = inst.arrays, len(rows)
+    starts = [0.0] * len(N) if starts is None else starts
     worst = 0.0
     for j, n_j in enumerate(N):
         counts = collections.Counter(r[j] for r in rows)
@@ -127,15 +129,14 @@ def _ring_floor(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
         else:
             U = sum(1 << c for c, k in counts.items() if k > 1) if cl.labelled else Q
             pair = (cl.walk_ib[Q, U], cl.walk_al[Q, U])
-        worst = max(worst, ring_time(a, D, n_j, *pair))
+        worst = max(worst, starts[j] + ring_time(a, D, n_j, *pair))
     return worst
 
 
-def _circuit_order(inst: Instance, cl: _Classes, cls: np.ndarray, N: list[float], seconds: float,
-                   unit: float) -> tuple[np.ndarray | None, float]:
-    """The ring order by CP-SAT (a circuit over the rows, the largest ring minimised):
-    an order and a lower bound on the largest ring of every order (coefficients
-    rounded down)."""
+def _circuit_order(inst: Instance, cl: _Classes, cls: np.ndarray, N: list[float], starts: list[float],
+                   seconds: float, unit: float) -> tuple[np.ndarray | None, float]:
+    """The ring order by CP-SAT (a circuit over the rows, max_j s_j + R_j minimised):
+    an order and a lower bound on that of every order (coefficients rounded down)."""
     a = inst.arrays
     D, P = cls.shape
     md = cp_model.CpModel()
@@ -151,7 +152,7 @@ def _circuit_order(inst: Instance, cl: _Classes, cls: np.ndarray, N: list[float]
         for (i, k), v in arcs.items():
             md.add(B >= math.floor(coef * N[j] * ib[i, k] / unit)).only_enforce_if(v)
             md.add(Al >= math.floor(2 * (D - 1) * al[i, k] / unit)).only_enforce_if(v)
-        md.add(Z >= B + Al)
+        md.add(Z >= B + Al + math.floor(starts[j] / unit))
     md.minimize(Z)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, seconds)
@@ -168,13 +169,16 @@ def _circuit_order(inst: Instance, cl: _Classes, cls: np.ndarray, N: list[float]
 
 
 def _best_order(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: list[float],
-                seconds: float = 5.0, unit: float = 1e-12) -> tuple[list[int], float]:
-    """An order of the rows whose largest ring costs least, and a lower bound on the
-    largest ring of every order: every order for D <= ORDERS_UP_TO (the first row
-    fixed; the bound is the least value), a CP-SAT circuit up to CIRCUIT_UP_TO rows,
-    beyond that a descent by swaps and reversals from the sorted order (bound: the
+                seconds: float = 5.0, unit: float = 1e-12,
+                starts: list[float] | None = None) -> tuple[list[int], float]:
+    """An order of the rows whose max_j s_j + R_j (s_j: stage j's ring start, which no
+    order changes, model.md §3.3; 0: the largest ring) costs least, and a lower bound
+    on it over every order: every order for D <= ORDERS_UP_TO (the first row fixed;
+    the bound is the least value), a CP-SAT circuit up to CIRCUIT_UP_TO rows, beyond
+    that a descent by swaps and reversals from the sorted order (bound: the
     relaxation's own ring cost, ``_ring_floor``)."""
     D = len(rows)
+    starts = [0.0] * len(N) if starts is None else starts
     a = inst.arrays
     cls = np.array(rows)                                   # (D, P)
 
@@ -183,7 +187,7 @@ def _best_order(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
         out = np.zeros(len(perms))
         for j in range(cls.shape[1]):
             u, v = cls[perms, j], cls[nxt, j]
-            out = np.maximum(out, ring_time(a, D, N[j], cl.ib[u, v].max(axis=1), cl.al[u, v].max(axis=1)))
+            out = np.maximum(out, starts[j] + ring_time(a, D, N[j], cl.ib[u, v].max(axis=1), cl.al[u, v].max(axis=1)))
         return out
     if D <= 2:
         order = np.arange(D)
@@ -193,11 +197,11 @@ def _best_order(inst: Instance, cl: _Classes, rows: list[tuple[int, ...]], N: li
         vals = worst(perms)
         i = int(np.argmin(vals))
         return list(perms[i]), float(vals[i])
-    floor = _ring_floor(inst, cl, rows, N)
+    floor = _ring_floor(inst, cl, rows, N, starts)
     order = np.arange(D)
     best = float(worst(order[None])[0])
     if D <= CIRCUIT_UP_TO:
-        got, lb = _circuit_order(inst, cl, cls, N, seconds, unit)
+        got, lb = _circuit_order(inst, cl, cls, N, starts, seconds, unit)
         floor = max(floor, lb)
         if got is not None and float(worst(got[None])[0]) < best:
             order, best = got, float(worst(got[None])[0])

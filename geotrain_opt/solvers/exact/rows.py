@@ -278,10 +278,9 @@ class _Model:
         return out
 
     def rings(self) -> None:
-        """Data-parallel rings: R_j = Rb_j + Ra_j, Rmax >= every R_j."""
+        """Data-parallel rings: R_j = Rb_j + Ra_j (the makespan places them, sync.py)."""
         be, K, J, U, D, x, al, ib, peers = self.be, self.K, self.J, self.U, self.D, self.x, self.al, self.ib, self.peers
         R_ub, t_unit, cring = self.R_ub, self.spec.t_unit, self.cring
-        self.Rmax = Rmax = be.real("Rmax", max(R_ub, 0.0), t_unit)
         ring: dict[int, tuple[Any, Any]] = {}
         self.ring = ring
         if D > 1:
@@ -297,20 +296,21 @@ class _Model:
                         for v in peers[u]:
                             s = cring * ib[u, v]
                             be.ge(Rb, _scaled(self.Npar[j], s), self.N_c[j] * s, (x[u, k, j], x[v, k2, j]))
-                be.ge(Rmax, [(1.0, Rb), (1.0, Ra)])
 
     def makespan(self) -> None:
-        """T >= S_k (sum_j r_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k + Rmax per value of m_k (r_kj: stage
-        j's row); under 1F1B also T >= every stage's window row + Rmax (formulations/exact.md §3.2)."""
+        """PT_k >= S_k (sum_j r_kj + 2 sum_j lk_kj) + (m_k - S_k) tau_k per value of m_k (r_kj: stage j's
+        row), and under 1F1B every window row (exact.md §3.2); T over them: sync.py."""
         be, K, J, P, lk, tau = self.be, self.K, self.J, self.P, self.lk, self.tau
-        self.T = T = be.real("T", self.T_ub, self.spec.t_unit)
+        self.T = be.real("T", self.T_ub, self.spec.t_unit)
+        self.PT = {}
         for k in K:
+            self.PT[k] = pt = be.real(f"PT_{k}", self.T_ub, self.spec.t_unit)
             fill = [r for j in J for r in self.stage_row(k, j)] + [(2.0, lk[k, j]) for j in range(P - 1)]
             for m, S_k, _q, lits in self.m_cases(k):
-                be.ge(T, _scaled(fill, float(S_k)) + [(1.0, self.Rmax), (float(m - S_k), tau[k])], 0.0, lits)
+                be.ge(pt, _scaled(fill, float(S_k)) + [(float(m - S_k), tau[k])], 0.0, lits)
                 if not self.a.gpipe:
                     for window in self.window_rows(k, fill, m, S_k):
-                        be.ge(T, window + [(1.0, self.Rmax)], 0.0, lits)
+                        be.ge(pt, window, 0.0, lits)
 
     def window_rows(self, k: int, fill: list, m: int, S: int) -> list[list]:
         """1F1B's window (formulations/model.md §3.1), one row per stage j whose window

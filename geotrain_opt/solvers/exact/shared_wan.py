@@ -10,7 +10,8 @@ its variables and their order. Two families, both linear in 0/1 indicators:
   per period each way;
 * rings: c[d, j, k] = 1 when ring edge k -> k+1 of stage j goes from region r to
   r' (d = (r, r')); v[d, j, k] >= 2 (D-1)/D grad_bytes N_j / C_d when c, and the
-  sync Rmax >= sum v[d, ., .] + (least latency r -> r') [some edge uses d].
+  sync wsync >= sum v[d, ., .] + (least latency r -> r') [some edge uses d], which
+  starts once the last stage is done (T >= PT_k - d_{k,P-1} + wsync, sync.py).
 
 Every indicator is pushed up by its definition row (z >= [in r at j] + [in r' at
 j+1] - 1) and only ever raises a cost, so a minimiser sets it exactly.
@@ -62,6 +63,7 @@ def _pipelines(m: "_Model", region: list[int]) -> None:
 def _rings(m: "_Model", region: list[int]) -> None:
     a, be, D = m.a, m.be, m.D
     R = a.inv_cap.shape[0]
+    m.wan_sync = be.real("wsync", m.R_ub, m.spec.t_unit)     # the makespan adds it after the drain (sync.py)
     for r1 in range(R):
         for r2 in range(R):
             if a.inv_cap[r1, r2] <= 0:
@@ -78,4 +80,4 @@ def _rings(m: "_Model", region: list[int]) -> None:
                     v = be.real(f"wv_{r1}_{r2}_{j}_{k}", m.R_ub, m.spec.t_unit)
                     be.ge(v, [(c_ * s, var) for c_, var in m.Npar[j]], m.N_c[j] * s, (c,))
                     v_terms.append((1.0, v))
-            be.ge(m.Rmax, v_terms + [(float(a.cap_alpha[r1, r2]), used)])
+            be.ge(m.wan_sync, v_terms + [(float(a.cap_alpha[r1, r2]), used)])

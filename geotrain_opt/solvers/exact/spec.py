@@ -37,7 +37,7 @@ class Shape:
     T: Any
     E_terms: Terms
     obj_terms: Terms
-    # the derived variables by name (t, lk, oc, tau, ring, Rmax, eb, om): read back by
+    # the derived variables by name (t, lk, oc, tau, ring, PT, eb, om): read back by
     # the pinned-plan tests, which compare each with the evaluator's term
     vars: dict[str, Any] = field(default_factory=dict)
     # the devices behind each unit u of x: one device each in the per-device
