@@ -398,7 +398,7 @@ class BatchEvaluator:
             clk = np.asarray(clk, dtype=np.int64)
             speed, pb = a.speed[grid] * a.clock_frac[grid, clk], a.clock_busy[grid, clk]
         t = W[:, None, :] / speed                                # (n, D, P)
-        fwd = sc.stage_forward(a, lo, hi, last)[:, None, :] / speed
+        fwd = sc.stage_forward(a, lo, hi, last)[:, None, :] / speed if a.gpipe else None
         mbf = mb.astype(float)
         u, v = grid[:, :, :-1], grid[:, :, 1:]
         occ, lat, ex = sc.occupancy(a, u, v), a.alpha[u, v], sc.exposed(a, u, v)     # (n, D, P-1)
@@ -415,7 +415,7 @@ class BatchEvaluator:
         pipeline = Tk.max(axis=1)
         wan = sc.wan_sync(a, grid, N)
         allreduce = np.maximum(R.max(axis=1), wan)
-        T = sc.iteration_time(Tk, sc.drains(a, t, fwd, occ, lat, ex), R, wan) if D > 1 else pipeline
+        T = sc.iteration_time(Tk, sc.drains(a, t, occ, lat, ex), R, wan) if D > 1 else pipeline
         U = mbf[:, :, None] * t
         pw = a.p_wait[grid]
         busy = (pb * U).sum(axis=(1, 2))

@@ -116,14 +116,13 @@ def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.nd
     return np.maximum(T, window_time(t + 2.0 * around, occ + lat, tau, fill, m, S))
 
 
-def drains(a: "InstanceArrays", t: np.ndarray, fwd: np.ndarray, occ: np.ndarray, lat: np.ndarray,
-           ex: np.ndarray) -> np.ndarray:
+def drains(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, ex: np.ndarray) -> np.ndarray:
     """(..., P): d_j, the time from stage j's last backward to stage 0's (formulations/
     model.md §3.3), d_0 = 0, d_j = sum_{i<j} (t_i - f_i + e_{i-1} + e_i) + alpha_i + o_i:
-    each stage's backward with its messages' exposed time, then the hop down."""
+    each stage's backward with its messages' exposed time, then the hop down. Stages
+    i < P-1 carry no LM head, so t_i - f_i = (1 - rho) t_i."""
     pad = np.zeros(t.shape[:-1] + (1,))
-    around = np.concatenate([pad, ex], axis=-1) + np.concatenate([ex, pad], axis=-1)
-    step = (t - fwd + around)[..., :-1] + occ + lat
+    step = (1.0 - a.fwd_share) * t[..., :-1] + np.concatenate([pad, ex[..., :-1]], axis=-1) + ex + occ + lat
     return np.concatenate([pad, np.cumsum(step, axis=-1)], axis=-1)
 
 
