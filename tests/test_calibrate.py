@@ -81,3 +81,19 @@ def test_bad_calibration_file(tmp_path):
     r = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "evaluate", str(TINY), str(tmp_path / "p.json"),
                         "--calibration", str(tmp_path / "cal.json")], capture_output=True, text=True)
     assert r.returncode == 2 and "exposed_comm" in r.stderr
+
+
+def test_predict_batches_every_run_as_the_reference_evaluates_it():
+    """``predict`` (called for every step of the fit) applies a calibration once per
+    instance and evaluates the runs' plans in batches; each run's T is the reference
+    evaluator's on the calibrated instance, over two instances and four shapes."""
+    from geotrain_opt.cost.calibrate import Run, predict
+    tiny, demo = load_instance(TINY), load_instance("instances/demo-8gpu.yaml")
+    plans = [(tiny, Plan.make([["e0", "w0"]], [0, 2, 4], [4])), (tiny, Plan.make([["e0"], ["e1"]], [0, 4], [2, 2])),
+             (tiny, Plan.make([["e0", "e1"]], [0, 1, 4], [4])), (tiny, Plan.make([["e0", "w0"]], [0, 1, 4], [4])),
+             (demo, Plan.make([["va-0", "va-2"], ["va-1", "va-3"]], [0, 14, 24], [4, 4]))]
+    runs = [Run(inst, plan, 1.0, f"run {i}") for i, (inst, plan) in enumerate(plans)]
+    cal = {"gpu_types": {"fast": {"efficiency": 0.4}}, "options": {"exposed_comm": 0.3, "host_stack_gbps": 20.0}}
+    want = [evaluate(apply_calibration(r.instance, cal), r.plan).time_s for r in runs]
+    assert predict(runs, cal) == pytest.approx(want, rel=1e-12)
+    assert want[0] != want[3]          # the calibration and the plans matter
