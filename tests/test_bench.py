@@ -181,3 +181,29 @@ def test_a_crashing_run_becomes_an_error_row_and_the_sweep_goes_on(tmp_path, mon
     assert rows["crash"]["status"] == "error" and rows["crash"]["error"] == "OverflowError: int too large to convert"
     assert rows["greedy"]["status"] == "heuristic" and rows["greedy"]["time_s"] > 0
     assert run_suite(suite, out, workers=1, progress=False) == 0      # an error row counts as done
+
+
+def test_a_second_sweep_on_the_same_results_stops_with_one_line(tmp_path):
+    """The results file is locked while a sweep writes it: a second bench on it (here
+    the CLI, in another process, while this one holds the lock) exits 2 with one line
+    naming the file, and the file keeps exactly what it had; once the lock is free the
+    sweep runs."""
+    import subprocess
+    import sys
+    from geotrain_opt.common.outputs import OutputError, exclusive
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"name: l\ntime_limit: 2\nseeds: [0]\ninstances: [{INSTANCES / 'tiny-4gpu-2region.yaml'}]\n"
+                     "solvers: [greedy]\n")
+    out = tmp_path / "res.jsonl"
+    out.write_text('{"key": "earlier", "instance": "x"}\n')
+    with exclusive(out, "--results"):
+        r = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "bench", str(suite), "--results", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.strip().count("\n") == 0 and "in use by another run" in r.stderr and "res.jsonl" in r.stderr
+        with pytest.raises(OutputError, match="--results: .* in use"):
+            with exclusive(out, "--results"):
+                pass
+    assert out.read_text() == '{"key": "earlier", "instance": "x"}\n'
+    assert run_suite(suite, out, workers=1, progress=False) == 1
+    assert len(out.read_text().splitlines()) == 2

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from geotrain_opt.solvers.cluster import dask_client, worker_guard
+from geotrain_opt.common.outputs import exclusive
 from geotrain_opt.errors import GeoTrainError, InstanceError
 from geotrain_opt.problem.instance import OBJECTIVES
 from geotrain_opt.solvers.result import Status
@@ -185,18 +186,22 @@ def _append(results: Path, row: dict[str, Any]) -> None:
 
 def run_suite(suite: str | Path, results: str | Path, workers: int = 2, dask: str | None = None,
               root: str = ".", progress: bool = True) -> int:
-    """Run every job of the suite not yet in ``results``; returns how many ran."""
+    """Run every job of the suite not yet in ``results``; returns how many ran. The
+    results file is locked for the sweep: a second sweep on it stops at once with a
+    one-line error instead of running the same jobs and interleaving their lines."""
     _, jobs = load_suite(suite)
     out = Path(results)
-    done = done_keys(out)
-    todo = [j for j in jobs if j.key not in done]
-    if progress:
-        print(f"{len(jobs)} runs in the suite, {len(jobs) - len(todo)} already in {out}, {len(todo)} to run", flush=True, file=sys.stderr)
-    for i, row in enumerate(_execute(todo, workers, dask, root)):
-        _append(out, row)
+    with exclusive(out, "--results"):
+        done = done_keys(out)
+        todo = [j for j in jobs if j.key not in done]
         if progress:
-            print(f"[{i + 1}/{len(todo)}] {row['instance_name']} {row['label']} seed {row['seed']}: "
-                  f"{row['status']}, T={row['time_s']}", flush=True, file=sys.stderr)
+            print(f"{len(jobs)} runs in the suite, {len(jobs) - len(todo)} already in {out}, {len(todo)} to run",
+                  flush=True, file=sys.stderr)
+        for i, row in enumerate(_execute(todo, workers, dask, root)):
+            _append(out, row)
+            if progress:
+                print(f"[{i + 1}/{len(todo)}] {row['instance_name']} {row['label']} seed {row['seed']}: "
+                      f"{row['status']}, T={row['time_s']}", flush=True, file=sys.stderr)
     return len(todo)
 
 

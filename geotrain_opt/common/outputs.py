@@ -7,8 +7,10 @@ the result instead, so nothing is lost).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Iterator
 
 from geotrain_opt.errors import GeoTrainError
 
@@ -59,3 +61,29 @@ def write_text(path: str | Path, text: str, flag: str = "--out") -> None:
         except OSError:
             pass
         raise OutputError(f"{flag}: cannot write {path}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def exclusive(path: str | Path, flag: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created if missing) for the block:
+    a second writer gets a one-line error at once, never interleaved lines. The lock
+    is the operating system's (flock), so it goes with the process, even a killed one;
+    where there is none (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:             # pragma: no cover - not on POSIX
+        yield
+        return
+    try:
+        f = open(path, "a")
+    except OSError as e:
+        raise OutputError(f"{flag}: cannot open {path}: {e.strerror or e}") from None
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise OutputError(f"{flag}: {path} is in use by another run (wait for it, or choose another file)") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
