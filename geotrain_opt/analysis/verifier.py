@@ -30,6 +30,7 @@ from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.solvers.result import Status
 from geotrain_opt.problem.tolerances import PROOF_RTOL, TINY
+from geotrain_opt.problem.plan import slot_label
 
 AGREE_RTOL = 1e-6
 
@@ -149,7 +150,7 @@ def brief(plan: Any) -> str:
     """One line that identifies a plan: shape, cuts, split and the grid."""
     if plan is None:
         return "no plan"
-    rows = "; ".join(" > ".join(row) for row in plan.grid)
+    rows = "; ".join(" > ".join(map(slot_label, row)) for row in plan.grid)
     return f"D={plan.replicas} P={plan.stages} cuts {list(plan.cuts)} m {list(plan.micro_batches)} grid [{rows}]"
 
 

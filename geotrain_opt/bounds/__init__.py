@@ -40,6 +40,8 @@ from geotrain_opt.bounds.shape import ShapeBound
 from geotrain_opt.problem.tiers import link_tiers
 from geotrain_opt.construct.pieces import feasible_shapes
 from geotrain_opt.decisions.choices import variants
+from geotrain_opt.decisions.tensor import at_degrees
+from geotrain_opt.problem.instance import tensor
 from geotrain_opt.problem.tolerances import PROOF_RTOL
 
 if TYPE_CHECKING:                     # pragma: no cover
@@ -80,8 +82,17 @@ def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None,
 def instance_bound(inst: "Instance", stop: Callable[[], bool] | None = None) -> tuple[float, dict[str, int]]:
     """(a lower bound on the primary objective of every plan, how many shapes each
     bound decided). inf when no shape admits a plan. With micro-batch size or
-    recomputation to choose (model.md §11): the least over the choices. ``stop()``
+    recomputation to choose (model.md §11): the least over the choices; with
+    tensor-parallel degrees to choose (§14), the least over the degrees. ``stop()``
     true: the shapes not reached get the trivial bound 0 (``by["not computed"]``)."""
+    if tensor.degrees(inst) != (1,):
+        value, by = INF, {}
+        for _, at in at_degrees(inst):
+            v, n = instance_bound(at, stop)
+            value = min(value, v)
+            for k, c in n.items():
+                by[k] = by.get(k, 0) + c
+        return value, by
     if inst.has_choices:
         value, by = INF, {}
         for v_inst in variants(inst)[1]:

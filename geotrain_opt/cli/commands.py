@@ -12,7 +12,7 @@ from geotrain_opt.errors import GeoTrainError, InstanceError
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.common.outputs import OutputError, check_writable
-from geotrain_opt.problem.plan import Plan
+from geotrain_opt.problem.plan import Plan, slot_label
 from geotrain_opt.cli.args import _SOLVER_FLAGS
 from geotrain_opt.solvers.result import Status
 
@@ -141,9 +141,10 @@ def _print_result(inst: Instance, res) -> None:
     m = inst.model
     extra = "" if p.micro_batch is None and p.recompute is None and not inst.has_choices else \
         f", micro-batch size {p.micro_batch or m.micro_batch}, recompute {p.recompute or m.recompute}"
-    print(f"plan: D={p.replicas} x P={p.stages}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}{extra}")
+    tp = f", tensor-parallel degree {p.tp}" if p.tp > 1 else ""
+    print(f"plan: D={p.replicas} x P={p.stages}{tp}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}{extra}")
     for k, row in enumerate(p.grid):
-        print(f"  replica {k}: {' -> '.join(g + (f' @{p.clock(g):g}' if p.clock(g) != 1.0 else '') for g in row)}")
+        print(f"  replica {k}: {' -> '.join(slot_label(g) + (f' @{p.clock(g):g}' if p.clock(g) != 1.0 else '') for g in row)}")
     print(describe_evaluation(inst, res.evaluation))
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 PLAN_SCHEMA = "geotrain-opt.plan/1"
+# a plan with tensor-parallel groups (model.md §14): a version-1 reader would misread its lists
+PLAN_SCHEMA_TP = "geotrain-opt.plan/2"
 RESULT_SCHEMA = "geotrain-opt.result/1"
 _PACKAGES = ("geotrain-opt", "numpy", "ortools", "pulp", "highspy", "deap", "scipy")
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from geotrain_opt.errors import InstanceError
-from geotrain_opt.cost.evaluator import BatchEvaluator, evaluate
+from geotrain_opt.cost.evaluator import BatchEvaluator, evaluate, resolve
 from geotrain_opt.problem.instance import Instance, load_instance
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.problem.units import GBIT_PER_S, s_per_byte_to_gbps
@@ -142,8 +142,9 @@ def _hops(runs: list[Run]) -> tuple[list[float], list[float]]:
     """Occupancies A/beta of the runs' pipeline hops between nodes and within nodes."""
     across, within = [], []
     for r in runs:
-        inst, a = r.instance, r.instance.arrays
-        for row in r.plan.grid:
+        inst, plan = resolve(r.instance, r.plan)          # a tensor-parallel group's links (§14)
+        a = inst.arrays
+        for row in plan.grid:
             for u, v in zip(row, row[1:]):
                 gu, gv = inst.index[u], inst.index[v]
                 same = inst.devices[gu].node == inst.devices[gv].node
@@ -298,8 +299,11 @@ def predict(runs: list[Run], cal: dict[str, Any]) -> np.ndarray:
         by_inst.setdefault(id(r.instance), []).append(i)
     for members in by_inst.values():
         inst = apply_calibration(runs[members[0]].instance, cal)
-        rows = BatchEvaluator(inst).evaluate_plans([runs[i].plan for i in members])
-        for i, row in zip(members, rows):
+        plain = [i for i in members if not runs[i].plan.groups]
+        for i in set(members) - set(plain):       # tensor-parallel plans (§14): each its own instance
+            out[i] = evaluate(inst, runs[i].plan).time_s
+        rows = BatchEvaluator(inst).evaluate_plans([runs[i].plan for i in plain]) if plain else []
+        for i, row in zip(plain, rows):
             out[i] = float(row.time_s[0])
     return out
 

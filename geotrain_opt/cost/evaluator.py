@@ -18,9 +18,10 @@ from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.problem.tolerances import LIMIT_RTOL
-from geotrain_opt.cost.plan_checks import check_plan, plan_errors, plan_instance
+from geotrain_opt.cost.plan_checks import check_plan, plan_errors, plan_instance, resolve
 
-__all__ = ["BatchEvaluator", "BatchResult", "Evaluation", "check_plan", "evaluate", "plan_errors", "plan_instance"]
+__all__ = ["BatchEvaluator", "BatchResult", "Evaluation", "check_plan", "evaluate", "plan_errors", "plan_instance",
+           "resolve"]
 
 
 @dataclass
@@ -69,6 +70,7 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     helper below, in the order of the text."""
     inst = plan_instance(inst, plan)
     violations = check_plan(inst, plan, costable=True)
+    inst, plan = resolve(inst, plan)          # tensor-parallel groups as devices (§14)
     x = _Terms(inst, plan)
     Tk = x.pipelines()
     R = x.rings()
@@ -81,6 +83,9 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     E = busy + wait + network
     cost, carbon = x.priced(T)
     memory = x.memory(violations)
+    if inst.physical is not None:             # per GPU: each of a group's t GPUs holds 1/t (§14)
+        names = {d.id: [inst.physical.ids[i] for i in grp] for d, grp in zip(inst.devices, inst.groups)}
+        memory = {d: b / inst.tp for g, b in memory.items() for d in names[g]}
     limits = limit_violations(inst, T, E, x.D * x.P, cost, carbon)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
                       memory, Tk, R, cross, not limits, limits, cost, carbon, starts)

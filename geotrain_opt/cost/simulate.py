@@ -36,7 +36,7 @@ import numpy as np
 
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.problem.plan import split_micro_batches
-from geotrain_opt.cost.evaluator import check_plan, evaluate, plan_instance
+from geotrain_opt.cost.evaluator import check_plan, evaluate, resolve
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
 
@@ -151,7 +151,7 @@ def _rings(a, plan: Plan, grid, stage_end: list[list[float]], links: _Links,
 def simulate(inst: Instance, plan: Plan, shared_links: bool = False, rendezvous: bool = False,
              record: bool = False) -> SimResult:
     check_plan(inst, plan)
-    inst = plan_instance(inst, plan)          # the plan's micro-batch size and recomputation (§11)
+    inst, plan = resolve(inst, plan)          # its micro-batch size and recomputation (§11), TP groups (§14)
     a = inst.arrays
     m = inst.model
     # §10: each device at its clock: speed and busy power of that level

@@ -62,6 +62,9 @@ def _lever_lines(inst: Instance) -> list[str]:
         m = inst.model
         out.append(f"choices: micro-batch size {', '.join(map(str, sorted({b for b, _ in m.choices()})))}; "
                    f"recompute {', '.join(sorted({r for _, r in m.choices()}))} ({len(m.choices())} combinations)")
+    if inst.options.tensor_parallel != (1,):
+        out.append("tensor parallelism (model.md §14): degrees " + ", ".join(map(str, inst.options.tensor_parallel))
+                   + " searched, groups of GPUs of one type on one node")
     return out
 
 

@@ -26,6 +26,9 @@ FORMATS = ("torch-pipelining", "megatron", "deepspeed", "hostfile")
 def rank_map(inst: Instance, plan: Plan) -> dict[str, Any]:
     """Ranks, stages, replicas and process groups of a checked plan."""
     check_plan(inst, plan, "plan")
+    if plan.groups:
+        raise PlanError("plan", "tensor-parallel plans (model.md §14) cannot be exported yet; "
+                                "evaluate, simulate and verify take them")
     ev = evaluate(inst, plan)
     if not ev.feasible:      # a framework would run out of memory, or compute something else
         raise PlanError("plan", "infeasible, not exported: " + "; ".join(ev.violations))

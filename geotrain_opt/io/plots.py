@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from geotrain_opt.cost.evaluator import evaluate  # noqa: E402
 from geotrain_opt.problem.regions import CITIES  # noqa: E402
 from geotrain_opt.problem.instance import Instance  # noqa: E402
+from geotrain_opt.problem.plan import slot_id, slot_label  # noqa: E402
 from geotrain_opt.problem.plan import Plan  # noqa: E402
 
 
@@ -90,7 +91,7 @@ def gantt(inst: Instance, plan: Plan, out: str | Path, max_rows: int = 32) -> li
     ev = evaluate(inst, plan)
     slots = [(k, j) for k in range(plan.replicas) for j in range(plan.stages)]
     shown = slots[:max_rows]
-    row = {plan.grid[k][j]: r for r, (k, j) in enumerate(shown)}
+    row = {slot_id(plan.grid[k][j]): r for r, (k, j) in enumerate(shown)}
     colors = {"F": "tab:blue", "B": "tab:orange", "AR": "tab:green"}
     names = {"F": "forward", "B": "backward", "AR": "all-reduce"}
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(shown) + 1.5))
@@ -98,7 +99,7 @@ def gantt(inst: Instance, plan: Plan, out: str | Path, max_rows: int = 32) -> li
         if dev in row:
             ax.broken_barh([(start, end - start)], (row[dev] - 0.38, 0.76), color=colors[kind],
                            edgecolor="white", linewidth=0.3)
-    ax.set_yticks(range(len(shown)), [f"r{k} s{j}: {plan.grid[k][j]}" for k, j in shown], fontsize=7)
+    ax.set_yticks(range(len(shown)), [f"r{k} s{j}: {slot_label(plan.grid[k][j])}" for k, j in shown], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time (s); white = waiting")
     more = f"; first {len(shown)} of {len(slots)} slots" if len(shown) < len(slots) else ""
@@ -122,7 +123,7 @@ def region_map(inst: Instance, plan: Plan | None, out: str | Path) -> list[str]:
         g = plan.grid
         for row in g:
             for u, v in zip(row, row[1:]):
-                ru, rv = inst.devices[inst.index[u]].region, inst.devices[inst.index[v]].region
+                ru, rv = (inst.devices[inst.index[x if isinstance(x, str) else x[0]]].region for x in (u, v))
                 if ru != rv:
                     ax.plot(*zip(pos[ru], pos[rv]), color="tab:red", alpha=0.4)
     for r in regions:

@@ -16,7 +16,7 @@ from typing import Any
 
 from geotrain_opt.problem.instance import BATCH_SPLITS, INT_MAX, LIMITS, MAX_DEVICES, OBJECTIVES, SCHEDULES
 from geotrain_opt.problem.instance.network import MIN_CAPACITY_GBPS
-from geotrain_opt.common.provenance import PLAN_SCHEMA, RESULT_SCHEMA
+from geotrain_opt.common.provenance import PLAN_SCHEMA, PLAN_SCHEMA_TP, RESULT_SCHEMA
 
 DIR = Path(__file__).parent / "schemas"
 _URL = "https://geotrain-opt.invalid/schemas/"
@@ -145,7 +145,13 @@ def instance_schema() -> dict[str, Any]:
                              "schedule": {"enum": list(SCHEDULES)}, "batch_split": {"enum": list(BATCH_SPLITS)},
                              "max_devices": _int("max_devices"), "exposed_comm": _num(nonneg=True, maximum=1),
                              "accumulation_steps": _int("accumulation_steps"),
-                             "host_stack_gbps": _num("host_stack_gbps", positive=True)}),
+                             "host_stack_gbps": _num("host_stack_gbps", positive=True),
+                             "tensor_parallel": {"oneOf": [{"const": "auto"},
+                                                           {"type": "array", "minItems": 1, "maxItems": 16,
+                                                            "uniqueItems": True,
+                                                            "items": {"type": "integer", "minimum": 1, "maximum": 1024}}],
+                                                 "description": "degrees the solvers search (model.md §14); "
+                                                                "default [1]"}}),
             "objective": _obj({"kind": {"enum": list(OBJECTIVES)}, "lambda": _num(nonneg=True, maximum=1),
                                "time_ref_s": _num("time_ref_s", positive=True),
                                "energy_ref_j": _num("energy_ref_j", positive=True),
@@ -162,10 +168,13 @@ def plan_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": _URL + "plan.schema.json",
         "title": "geotrain-opt plan", "description": "formulations/model.md §2",
-        **_obj({"schema": {"const": PLAN_SCHEMA}, "stages": {"type": "integer", "minimum": 1},
+        **_obj({"schema": {"enum": [PLAN_SCHEMA, PLAN_SCHEMA_TP]}, "stages": {"type": "integer", "minimum": 1},
                 "replicas": {"type": "integer", "minimum": 1},
-                "grid": {"type": "array", "minItems": 1, "description": "grid[k][j]: device of replica k, stage j",
-                         "items": {"type": "array", "minItems": 1, "items": _STR}},
+                "grid": {"type": "array", "minItems": 1,
+                         "description": "grid[k][j]: device of replica k, stage j, or its tensor-parallel "
+                                        "group's devices (model.md §14)",
+                         "items": {"type": "array", "minItems": 1,
+                                   "items": {"oneOf": [_STR, {"type": "array", "minItems": 1, "items": _STR}]}}},
                 "cuts": ints | {"description": "P + 1 layer boundaries, 0 … L"},
                 "micro_batches": ints | {"description": "micro-batches of each replica"},
                 "micro_batch": {"type": "integer", "minimum": 1, "description": "model.md §11; default the model's"},

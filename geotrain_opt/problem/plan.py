@@ -10,7 +10,7 @@ import numpy as np
 
 from geotrain_opt.common.inputs import read_text_file
 from geotrain_opt.errors import PlanError
-from geotrain_opt.common.provenance import PLAN_SCHEMA
+from geotrain_opt.common.provenance import PLAN_SCHEMA, PLAN_SCHEMA_TP
 
 
 def split_micro_batches(M: int, D: int) -> list[int]:
@@ -19,11 +19,29 @@ def split_micro_batches(M: int, D: int) -> list[int]:
     return [base + (1 if k < extra else 0) for k in range(D)]
 
 
+def _slot(g: Any) -> "str | tuple[str, ...]":
+    """A grid entry as the plan keeps it: a device id, or a tuple of two or more."""
+    if isinstance(g, (list, tuple)):
+        return str(g[0]) if len(g) == 1 else tuple(str(x) for x in g)
+    return str(g)
+
+
+def slot_id(g: "str | tuple[str, ...]") -> str:
+    """The id of a slot's device in the instance that costs it (a group's: §14)."""
+    return g if isinstance(g, str) else "+".join(g)
+
+
+def slot_label(g: "str | tuple[str, ...]") -> str:
+    """A slot as people read it: a device id, or a group's ids in brackets."""
+    return g if isinstance(g, str) else "[" + " ".join(g) + "]"
+
+
 @dataclass(frozen=True)
 class Plan:
-    """``grid[k][j]`` is the device id of replica ``k``, stage ``j``."""
+    """``grid[k][j]`` is the device id of replica ``k``, stage ``j``, or the ids of its
+    tensor-parallel group (a tuple, model.md §14)."""
 
-    grid: tuple[tuple[str, ...], ...]
+    grid: tuple[tuple[Any, ...], ...]
     cuts: tuple[int, ...]
     micro_batches: tuple[int, ...]
     # (device id, clock fraction) of the devices not at their full clock (model.md §10), sorted
@@ -45,11 +63,22 @@ class Plan:
 
     @property
     def devices(self) -> list[str]:
-        return [g for row in self.grid for g in row]
+        """Every GPU the plan uses (a group's members one by one)."""
+        return [d for row in self.grid for g in row for d in ((g,) if isinstance(g, str) else g)]
+
+    @property
+    def groups(self) -> list[tuple[str, ...]]:
+        """Its tensor-parallel groups (none: every slot is one GPU)."""
+        return [g for row in self.grid for g in row if not isinstance(g, str)]
+
+    @property
+    def tp(self) -> int:
+        """Its tensor-parallel degree (1 without groups; the largest where they differ)."""
+        return max((len(g) for g in self.groups), default=1)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"schema": PLAN_SCHEMA, "stages": self.stages, "replicas": self.replicas,
-             "grid": [list(r) for r in self.grid], "cuts": list(self.cuts),
+        d = {"schema": PLAN_SCHEMA_TP if self.groups else PLAN_SCHEMA, "stages": self.stages, "replicas": self.replicas,
+             "grid": [[g if isinstance(g, str) else list(g) for g in r] for r in self.grid], "cuts": list(self.cuts),
              "micro_batches": list(self.micro_batches)}
         if self.clocks:
             d["clocks"] = dict(self.clocks)
@@ -63,9 +92,9 @@ class Plan:
         return json.dumps(self.to_dict())
 
     @staticmethod
-    def make(grid: Sequence[Sequence[str]], cuts: Sequence[int], micro_batches: Sequence[int],
+    def make(grid: Sequence[Sequence[Any]], cuts: Sequence[int], micro_batches: Sequence[int],
              clocks: dict[str, float] | None = None) -> "Plan":
-        return Plan(tuple(tuple(str(g) for g in row) for row in grid), tuple(int(c) for c in cuts),
+        return Plan(tuple(tuple(_slot(g) for g in row) for row in grid), tuple(int(c) for c in cuts),
                     tuple(int(m) for m in micro_batches),
                     tuple(sorted((str(g), float(f)) for g, f in (clocks or {}).items() if float(f) != 1.0)))
 
@@ -73,8 +102,9 @@ class Plan:
     def from_dict(d: Any) -> "Plan":
         if not isinstance(d, dict):
             raise PlanError("<root>", "expected a JSON object with grid, cuts, micro_batches")
-        if "schema" in d and d["schema"] != PLAN_SCHEMA:
-            raise PlanError("schema", f"{d['schema']!r} is not a plan format this version reads ({PLAN_SCHEMA})")
+        if "schema" in d and d["schema"] not in (PLAN_SCHEMA, PLAN_SCHEMA_TP):
+            raise PlanError("schema", f"{d['schema']!r:.80} is not a plan format this version reads "
+                                      f"({PLAN_SCHEMA}, {PLAN_SCHEMA_TP})")
         for key in ("grid", "cuts", "micro_batches"):
             if key not in d:
                 raise PlanError(key, "missing required field")
@@ -83,6 +113,14 @@ class Plan:
             raise PlanError("grid", "expected a non-empty list of non-empty lists of device ids")
         if len({len(r) for r in grid}) != 1:
             raise PlanError("grid", "every replica (row) must have the same number of stages")
+        for row in grid:
+            for g in row:
+                if isinstance(g, list) and (not g or not all(isinstance(x, (str, int)) and not isinstance(x, bool)
+                                                             for x in g)):
+                    raise PlanError("grid", "a tensor-parallel group is a non-empty list of device ids, "
+                                            f"got {g!r:.80}")
+                if not isinstance(g, (str, int, list)) or isinstance(g, bool):
+                    raise PlanError("grid", f"a slot is a device id or a list of them, got {g!r:.80}")
         for key in ("cuts", "micro_batches"):
             v = d[key]
             if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
@@ -129,7 +167,7 @@ class Plan:
     # ---- index form used by the vectorised evaluator and the solvers
     def grid_indices(self, index: dict[str, int]) -> np.ndarray:
         try:
-            return np.array([[index[g] for g in row] for row in self.grid], dtype=np.int64)
+            return np.array([[index[slot_id(g)] for g in row] for row in self.grid], dtype=np.int64)
         except KeyError as e:
             raise PlanError("grid", f"unknown device id {e.args[0]!r}") from None
 

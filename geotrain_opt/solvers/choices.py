@@ -1,17 +1,20 @@
 """Micro-batch size and recomputation (formulations/model.md §11; the decision:
-``decisions/choices.py``) for a solver that does not search them itself: enumerated outside it as (D, P) is outside the exact model: the instance
-at each (micro_batch, recompute) it offers is solved on a share of the time and the
-best plan, tagged with its choice, is the result. A choice changes M, every stage's
-work, activations and boundary message, so each is a whole instance of its own; the
-few choices a model offers (two or three sizes, two modes) make this cheap, and each
-solver keeps its own proof (an exact solver's result is optimal when every choice's is).
+``decisions/choices.py``) for a solver that does not search them itself, and the
+tensor-parallel degree (§14) for every solver: enumerated outside it as (D, P) is
+outside the exact model. The instance at each case (a (micro_batch, recompute) the
+model offers; a degree, whose instance is that of its GPU groups) is solved on a
+share of the time and the best plan, tagged with its case, is the result. A case
+changes every stage's work, memory and messages, so each is a whole instance of its
+own; the few cases an instance offers make this cheap, and each solver keeps its own
+proof (an exact solver's result is optimal when every case's is).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from functools import wraps
-from typing import Any
+from dataclasses import dataclass
+from functools import partial, wraps
+from typing import Any, Callable
 
 from geotrain_opt.cost import objective as objmod
 from geotrain_opt.cost.evaluator import evaluate
@@ -19,8 +22,42 @@ from geotrain_opt.problem.instance import Instance
 from geotrain_opt.cost.objective import pareto_filter
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.decisions.choices import tag
+from geotrain_opt.decisions.tensor import as_groups, at_degrees, ungroup
+from geotrain_opt.problem.instance import tensor
+from geotrain_opt.problem.plan import Plan
 from geotrain_opt.solvers.base import SolveOptions, SolverFn
 from geotrain_opt.solvers.result import Status
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of an enumeration: what it is (its row of the stats table), its
+    instance, its plans as plans of the whole instance, and a hint as one of its own."""
+
+    label: dict
+    inst: Instance
+    tag: Callable[[Plan | None], Plan | None]
+    own: Callable[[Plan | None], Plan | None]
+
+
+def choice_cases(inst: Instance) -> list[Case]:
+    """Every (micro_batch, recompute) the model offers (§11)."""
+    def own(b: int, r: str) -> Callable:
+        def hint_at(h: Plan | None) -> Plan | None:
+            if h is None:
+                return None
+            at = (h.micro_batch or inst.model.micro_batch, h.recompute or inst.model.recompute)
+            return replace(h, micro_batch=None, recompute=None) if at == (b, r) else None
+        return hint_at
+    return [Case({"micro_batch": b, "recompute": r}, inst.variant(b, r), partial(tag, inst, b=b, r=r), own(b, r))
+            for b, r in inst.model.choices()]
+
+
+def degree_cases(inst: Instance) -> list[Case]:
+    """Every tensor-parallel degree the instance lets the solvers search (§14) at
+    which some group exists and the device limit allows one."""
+    return [Case({"tensor_parallel": t}, at, partial(ungroup, at), partial(as_groups, at))
+            for t, at in at_degrees(inst)]
 
 
 def over_choices(fn: SolverFn) -> SolverFn:
@@ -29,76 +66,89 @@ def over_choices(fn: SolverFn) -> SolverFn:
     def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
         if not inst.has_choices:
             return fn(inst, opts)
-        start = time.perf_counter()
-        choices = inst.model.choices()
-        runs: list[tuple[int, str, SolverResult]] = []
-        for i, (b, r) in enumerate(choices):
-            left = opts.time_limit_s - (time.perf_counter() - start)
-            if left <= 0 and runs:
-                break
-            hint = opts.hint
-            if hint is not None:
-                hb = hint.micro_batch or inst.model.micro_batch
-                hr = hint.recompute or inst.model.recompute
-                hint = replace(hint, micro_batch=None, recompute=None) if (hb, hr) == (b, r) else None
-            share = replace(opts, time_limit_s=max(left / (len(choices) - i), 0.01), hint=hint)
-            try:
-                runs.append((b, r, fn(inst.variant(b, r), share)))
-            except KeyboardInterrupt:
-                if not runs:
-                    raise
-                break           # Ctrl-C: the best of the choices solved so far
-            if runs[-1][2].stats.get("interrupted"):
-                break           # the solver caught Ctrl-C itself and returned its best
-        return _combine(inst, opts, runs, time.perf_counter() - start)
+        return over_cases(fn, inst, opts, choice_cases(inst), "choices")
     return solve
 
 
-def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float) -> SolverResult:
+def over_degrees(fn: SolverFn) -> SolverFn:
+    """``fn`` at every tensor-parallel degree the instance offers (§14), best plan kept."""
+    @wraps(fn)
+    def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+        if tensor.degrees(inst) == (1,):
+            return fn(inst, opts)
+        cases = degree_cases(inst)
+        return over_cases(fn, inst, opts, cases, "tensor_parallel", len(tensor.degrees(inst)) == len(cases))
+    return solve
+
+
+def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Case], key: str,
+               every: bool = True) -> SolverResult:
+    """``fn`` on each case on its share of the time left, in proportion to its devices
+    (a degree of few groups needs less search than one of many GPUs; choices share
+    equally); ``every``: the cases are all there are (else no proof of the whole)."""
+    start = time.perf_counter()
+    runs: list[tuple[Case, SolverResult]] = []
+    sizes = [c.inst.n for c in cases]
+    for i, case in enumerate(cases):
+        left = opts.time_limit_s - (time.perf_counter() - start)
+        if left <= 0 and runs:
+            break
+        part = left * sizes[i] / sum(sizes[i:])
+        share = replace(opts, time_limit_s=max(part, 0.01), hint=case.own(opts.hint))
+        try:
+            runs.append((case, fn(case.inst, share)))
+        except KeyboardInterrupt:
+            if not runs:
+                raise
+            break           # Ctrl-C: the best of the cases solved so far
+        if runs[-1][1].stats.get("interrupted"):
+            break           # the solver caught Ctrl-C itself and returned its best
+    return _combine(inst, opts, runs, time.perf_counter() - start, key, every and len(runs) == len(cases))
+
+
+def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float, key: str, complete: bool) -> SolverResult:
     obj = inst.objective
     best, best_key = None, None
-    for b, r, res in runs:
+    for case, res in runs:
         if res.plan is None or res.evaluation is None or not res.evaluation.acceptable:
             continue
         k = tuple(float(v) for v in objmod.of(obj, res.evaluation))
         if objmod.better(obj, k, best_key):
-            best, best_key = (b, r, res), k
-    statuses = [str(res.status) for _, _, res in runs]
-    first = runs[0][2]
-    complete = len(runs) == len(inst.model.choices())
+            best, best_key = (case, res), k
+    statuses = [str(res.status) for _, res in runs]
+    first = runs[0][1]
     proved = complete and all(s in (Status.OPTIMAL, Status.INFEASIBLE) for s in statuses)
     if best is None:
         status = Status.INFEASIBLE if proved else Status.UNKNOWN
     elif proved:
         status = Status.OPTIMAL
-    elif str(best[2].status) in (Status.OPTIMAL, Status.TIME_LIMIT, Status.FEASIBLE):
-        # an exact solver that did not prove every choice: at its limit, unless every
+    elif str(best[1].status) in (Status.OPTIMAL, Status.TIME_LIMIT, Status.FEASIBLE):
+        # an exact solver that did not prove every case: at its limit, unless every
         # run ended before it with shapes open (formulations/model.md §5)
         status = Status.TIME_LIMIT if not complete or Status.TIME_LIMIT in statuses else Status.FEASIBLE
     else:
-        status = str(best[2].status)    # a heuristic's or a baseline's own
-    # a bound holds for every plan only if every choice has one
+        status = str(best[1].status)    # a heuristic's or a baseline's own
+    # a bound holds for every plan only if every case has one
     bounds = [res.best_bound if res.best_bound is not None else (res.objective_value if str(res.status) == Status.OPTIMAL
                                                                 else None)
-              for _, _, res in runs if str(res.status) != Status.INFEASIBLE]
+              for _, res in runs if str(res.status) != Status.INFEASIBLE]
     bound = None if not complete or not bounds or any(v is None for v in bounds) else min(bounds)
-    table = [{"micro_batch": b, "recompute": r, "status": str(res.status), "objective_value": res.objective_value,
-              "wall_s": round(res.wall_s, 3)} for b, r, res in runs]
+    table = [{**case.label, "status": str(res.status), "objective_value": res.objective_value,
+              "wall_s": round(res.wall_s, 3)} for case, res in runs]
     if best is None:
         return replace(first, status=status, plan=None, evaluation=None, objective_value=None, best_bound=None,
-                       wall_s=wall, settings=opts.settings(), stats={"choices": table}, pareto=[])
-    b, r, res = best
-    plan = tag(inst, res.plan, b, r)
+                       wall_s=wall, settings=opts.settings(), stats={key: table}, pareto=[])
+    case, res = best
+    plan = case.tag(res.plan)
     front = []
-    for bb, rr, rs in runs:
-        front += [replace(p, plan=tag(inst, p.plan, bb, rr), evaluation=evaluate(inst, tag(inst, p.plan, bb, rr)))
+    for cs, rs in runs:
+        front += [replace(p, plan=cs.tag(p.plan), evaluation=evaluate(inst, cs.tag(p.plan)))
                   for p in rs.pareto if p.plan is not None]
     if front:
         # the front's own pair of metrics (time and energy unless the run asked for another)
         a, b = (objmod.METRIC[m] for m in opts.extra.get("front", objmod.DEFAULT_FRONT))
         keep = pareto_filter([(getattr(p.evaluation, a), getattr(p.evaluation, b)) for p in front])
         front = [front[i] for i in keep]
-    stats: dict[str, Any] = dict(res.stats, choices=table)
+    stats: dict[str, Any] = dict(res.stats, **{key: table})
     return replace(res, status=status, plan=plan, evaluation=evaluate(inst, plan), best_bound=bound,
                    wall_s=wall, settings=opts.settings(), stats=stats, pareto=front)
-

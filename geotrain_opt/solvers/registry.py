@@ -82,9 +82,9 @@ def names(kind: str | None = None, *, pareto: bool = False, certify: bool = Fals
 
 
 def get(name: str) -> SolverFn:
-    """The solver, run over the micro-batch sizes and recomputations an instance
-    offers (choices.py; a plain call where it offers none, or where the solver
-    searches them itself)."""
-    from geotrain_opt.solvers.choices import over_choices
+    """The solver, run at every tensor-parallel degree the instance offers and over
+    the micro-batch sizes and recomputations it offers (choices.py; a plain call where
+    it offers none, or where the solver searches them itself)."""
+    from geotrain_opt.solvers.choices import over_choices, over_degrees
     s = spec(name)
-    return s.load() if s.choices else over_choices(s.load())
+    return over_degrees(s.load() if s.choices else over_choices(s.load()))

@@ -113,10 +113,15 @@ def _inv_capacity(inst: Instance, regions: dict[str, int], reg: np.ndarray) -> t
     the least latency of a link from r to r' (where a capacity is given)."""
     R = len(regions)
     inv, lat = np.zeros((R, R)), np.zeros((R, R))
+    # the least latency is the physical GPUs' (§14: a group instance's own links are its members')
+    src = inst.physical if inst.physical is not None else inst
+    sreg = np.array([regions.get(d.region, -1) for d in src.devices], dtype=np.int64)
     for (ra, rb), bps in inst.wan_capacity.items():
+        if ra not in regions or rb not in regions:
+            continue            # a group instance may hold no group of a region
         i, j = regions[ra], regions[rb]
         inv[i, j] = 1.0 / bps
-        lat[i, j] = float(inst.alpha[np.ix_(reg == i, reg == j)].min())
+        lat[i, j] = float(src.alpha[np.ix_(sreg == i, sreg == j)].min())
     return inv, lat
 
 

@@ -135,6 +135,7 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
                     alpha=alpha, beta=beta, net_j_per_byte=net_j, pue_region=pue,
                     options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon,
                     wan_capacity=capacity)
+    inst = _resolve_degrees(inst)
     inst.check_priced()
     _check_fits_somewhere(inst)
     return inst
@@ -349,7 +350,7 @@ def _gbps(bps: float | None) -> str:
 
 def _read_options(r: _Reader, n: int) -> Options:
     r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices", "exposed_comm",
-                    "accumulation_steps", "host_stack_gbps"})
+                    "accumulation_steps", "host_stack_gbps", "tensor_parallel"})
     head = r.number("memory_headroom", 0.9, positive=True)
     if head > 1:
         raise InstanceError(r.sub("memory_headroom"), f"must be in (0, 1], got {head}")
@@ -360,7 +361,37 @@ def _read_options(r: _Reader, n: int) -> Options:
     steps = r.integer("accumulation_steps", 1, minimum=1)
     stack = 1.0 / units.gbps_to_bytes_per_s(r.number("host_stack_gbps", positive=True)) if r.has("host_stack_gbps") else 0.0
     return Options(head, r.choice("schedule", SCHEDULES, "1f1b"),
-                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps, stack)
+                   r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps, stack,
+                   _read_degrees(r))
+
+
+def _read_degrees(r: _Reader) -> tuple[int, ...]:
+    """``options.tensor_parallel`` (§14): a list of distinct positive degrees, or
+    "auto" (every power of two up to the most GPUs of one type on a node, set once the
+    devices are known: -1 here)."""
+    raw = r.get("tensor_parallel", [1])
+    if raw == "auto":
+        return (-1,)
+    if not isinstance(raw, list) or not raw or len(raw) > 16 or not all(
+            isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= 1024 for t in raw):
+        raise InstanceError(r.sub("tensor_parallel"), f"expected \"auto\" or a list of degrees 1..1024, got {raw!r:.80}")
+    if len(set(raw)) != len(raw):
+        raise InstanceError(r.sub("tensor_parallel"), f"degrees repeated in {raw}")
+    return tuple(sorted(raw))
+
+
+def _resolve_degrees(inst: Instance) -> Instance:
+    """The degrees the solvers search, checked against the devices: each needs a node
+    with that many GPUs of one type."""
+    from geotrain_opt.problem.instance import tensor
+    most = tensor.largest_group(inst)
+    have = inst.options.tensor_parallel
+    if have == (-1,):
+        have = tuple(1 << i for i in range(most.bit_length()))
+    elif have[-1] > most:
+        raise InstanceError("options.tensor_parallel", f"degree {have[-1]} needs a node with {have[-1]} GPUs "
+                                                       f"of one type; the most any node has is {most}")
+    return replace(inst, options=replace(inst.options, tensor_parallel=have))
 
 
 def _read_objective(r: _Reader) -> Objective:
@@ -390,12 +421,15 @@ def _check_fits_somewhere(inst: Instance) -> None:
 def _at_some_choice(inst: Instance, check) -> None:
     """Pass if ``check`` passes at one (micro_batch, recompute) choice; else its
     error at the model's own choice."""
+    from geotrain_opt.problem.instance import tensor
     errors = []
-    for b, r in inst.model.choices():
-        try:
-            return check(inst.variant(b, r))
-        except InstanceError as e:
-            errors.append(e)
+    for t in tensor.degrees(inst):
+        at = tensor.at_degree(inst, t)
+        for b, r in inst.model.choices():
+            try:
+                return check(at.variant(b, r))
+            except InstanceError as e:
+                errors.append(e)
     raise errors[0]
 
 

@@ -2,7 +2,7 @@
 the :class:`Instance` that holds them (with its SI arrays computed on first use)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -129,6 +129,8 @@ class Options:
     exposed_comm: float = 0.25       # kappa: exposed fraction of a stage's P2P communication (model.md §3)
     accumulation_steps: int = 1      # S: pipeline flushes per iteration
     stack_s_per_byte: float = 0.0    # 1/gamma: the hosts' network stack, exposed on messages between nodes
+    # §14: the tensor-parallel degrees the solvers search (1: none); a plan may give any
+    tensor_parallel: tuple[int, ...] = (1,)
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,11 @@ class Instance:
     # shared WAN capacity (formulations/model.md §3.2): bytes/s of all the plan's traffic
     # from region a to region b, by (a, b); empty: every device pair has its own link
     wan_capacity: dict[tuple[str, str], float] = field(default_factory=dict)
+    # §14: an instance whose devices are tensor-parallel groups of ``physical``'s GPUs
+    # (``groups``: their members' rows there, all of ``tp`` GPUs); None for GPUs
+    physical: "Instance | None" = field(default=None, repr=False)
+    groups: tuple[tuple[int, ...], ...] = ()
+    tp: int = 1
     _cache: dict = field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------- derived arrays
@@ -203,7 +210,6 @@ class Instance:
         unknown = set(changes) - set(opt) - set(obj)
         if unknown:
             raise ValueError(f"unknown option(s): {sorted(unknown)}")
-        from dataclasses import replace
         out = replace(self, options=replace(self.options, **opt), objective=replace(self.objective, **obj),
                       _cache={})
         out.check_priced()
@@ -226,12 +232,19 @@ class Instance:
         plan's choice (§11), without choices of its own; itself for the model's own."""
         b = self.model.micro_batch if micro_batch is None else micro_batch
         r = self.model.recompute if recompute is None else recompute
+        if self.physical is not None and self.has_choices:
+            # a group's speed depends on the micro-batch: rebuilt from its GPUs at (b, r)
+            from geotrain_opt.problem.instance.tensor import group_instance
+            cache = self._cache.setdefault("variants", {})
+            if (b, r) not in cache:
+                phys = replace(self.physical, objective=self.objective)
+                cache[(b, r)] = group_instance(phys.variant(b, r), list(self.groups))
+            return cache[(b, r)]
         if (b, r) == (self.model.micro_batch, self.model.recompute) and not (
                 self.model.micro_batch_options or self.model.recompute_options):
             return self
         cache = self._cache.setdefault("variants", {})
         if (b, r) not in cache:
-            from dataclasses import replace
             if (b, r) not in self.model.choices():
                 from geotrain_opt.errors import PlanError
                 field = "micro_batch" if b not in [c[0] for c in self.model.choices()] else "recompute"
@@ -253,7 +266,7 @@ class Instance:
         """True when the instance prices GPU hours or egress (cost is then reported)."""
         got = self._cache.get("priced")
         if got is None:     # asked by every evaluation: once per instance
-            got = self._cache["priced"] = any(d.price_per_hour > 0 for d in self.devices) or (
+            got = self._cache["priced"] = self.physical.priced if self.physical is not None else any(d.price_per_hour > 0 for d in self.devices) or (
                 self.egress_usd_per_byte is not None and bool((self.egress_usd_per_byte > 0).any()))
         return got
 

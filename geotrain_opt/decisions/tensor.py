@@ -1,0 +1,55 @@
+"""The tensor-parallel degree (formulations/model.md §14) as a decision: a plan's
+slots are single GPUs or groups of t GPUs of one type on one node, one degree per
+plan. Each degree is a whole instance of its own (the instance of its aligned
+groups, ``problem/instance/tensor.py``), so it is enumerated outside every solver
+(``solvers/choices.py``, ``over_degrees``) and outside the bounds, as (D, P) is
+outside the exact model: a degree changes every stage's speed, memory and links.
+The plans a solver returns at degree t name groups by their instance ids; these
+helpers translate between that and the plan file's lists of GPUs."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                     # pragma: no cover
+    from geotrain_opt.problem.instance import Instance
+    from geotrain_opt.problem.plan import Plan
+
+
+def at_degrees(inst: "Instance") -> list[tuple[int, "Instance"]]:
+    """Every degree the instance lets the solvers search at which some group exists
+    and the device limit allows one, with the instance of its groups."""
+    from geotrain_opt.problem.instance import tensor
+    # largest first: fewer, faster units solve sooner, and a solver's time left passes on
+    # to the degrees of many small units, which need it most
+    return [(t, tensor.at_degree(inst, t)) for t in sorted(tensor.degrees(inst), reverse=True)
+            if tensor.aligned_groups(inst, t) and (inst.options.max_devices or t) >= t]
+
+
+def members(inst: "Instance") -> dict[str, tuple[str, ...]]:
+    """A group instance's device id -> its GPUs' ids."""
+    phys = inst.physical
+    return {d.id: tuple(phys.ids[i] for i in g) for d, g in zip(inst.devices, inst.groups)}
+
+
+def ungroup(inst: "Instance", plan: "Plan | None") -> "Plan | None":
+    """A plan of group instance ``inst`` as a plan of its GPUs (slots as groups);
+    itself where ``inst`` is not a group instance."""
+    if plan is None or inst.physical is None:
+        return plan
+    names = members(inst)
+    return replace(plan, grid=tuple(tuple(names[g] for g in row) for row in plan.grid))
+
+
+def as_groups(inst: "Instance", plan: "Plan | None") -> "Plan | None":
+    """A plan of the GPUs as a plan of group instance ``inst`` (a hint at its degree),
+    or None where its slots are not ``inst``'s groups."""
+    if plan is None:
+        return None
+    if inst.physical is None:
+        return plan if not plan.groups else None
+    ids = {v: k for k, v in members(inst).items()}
+    slots = [g for row in plan.grid for g in row]
+    if any(isinstance(g, str) or g not in ids for g in slots):
+        return None
+    return replace(plan, grid=tuple(tuple(ids[g] for g in row) for row in plan.grid))

@@ -1,0 +1,210 @@
+"""Tensor parallelism (formulations/model.md §14): a group's cost by hand, the group
+against a hand-written instance of one device per group, the simulator against the
+model, exact solvers against an enumeration by hand, and the plan file and errors."""
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+
+import pytest
+
+import geotrain_opt as gt
+from geotrain_opt.cost.evaluator import evaluate
+from geotrain_opt.cost.simulate import simulate
+from geotrain_opt.errors import InstanceError, PlanError
+from geotrain_opt.problem.instance import instance_from_dict
+from geotrain_opt.problem.plan import Plan
+
+# 2 layers, h 64, s 16, V 128, f 256, b 1: F = 16 (8 h^2 + 4 h f + 4 s h) = 1,638,400 FLOP,
+# a layer's work w = 3F = 4,915,200, the LM head's 6 b s h V = 786,432; A = b s h p = 2,048 bytes
+MODEL = {"layers": 2, "hidden": 64, "heads": 1, "seq_len": 16, "vocab": 128, "ffn_hidden": 256,
+         "global_batch": 4, "micro_batch": 1}
+GPU = {"peak_tflops": 0.001, "efficiency": 1.0, "memory_gib": 1.0, "busy_w": 300.0, "wait_w": 50.0}
+W_LAYER, W_HEAD, A = 4_915_200.0, 786_432.0, 2048.0
+SIGMA1 = 1e9                 # one GPU, FLOP/s
+ALPHA_IN, BETA_IN = 1e-3, 1.024e9          # inside a node: 1 ms, 8.192 Gbit/s
+
+
+def physical(degrees=(1, 2), **options) -> dict:
+    """Two nodes of two GPUs each, 5 ms / 1.024 Gbit/s between the nodes."""
+    return {"name": "tp-hand", "model": dict(MODEL), "gpu_types": {"X": dict(GPU)},
+            "devices": [{"id": f"{n}{i}", "type": "X", "region": "r", "node": n} for n in "ab" for i in range(2)],
+            "network": {"intra_node": {"latency_ms": 1.0, "bandwidth_gbps": 8.192},
+                        "intra_region": {"latency_ms": 5.0, "bandwidth_gbps": 1.024}},
+            "options": {"tensor_parallel": list(degrees), "host_stack_gbps": 4.0, **options}}
+
+
+def sigma_group() -> float:
+    """sigma_G = w / (w / (2 sigma_1) + 8 (t - 1)(alpha + (A / t) / beta)), t = 2."""
+    comm = 8 * 1 * (ALPHA_IN + (A / 2) / BETA_IN)          # 8.008 ms per layer and micro-batch
+    return W_LAYER / (W_LAYER / (2 * SIGMA1) + comm)
+
+
+def one_device_per_group() -> dict:
+    """The same cluster written by hand as one device per group: twice the memory and
+    power, sigma_G, links of two streams (twice the bandwidth), the host stack's share
+    of a message halved (twice the rate)."""
+    g2 = {"peak_tflops": sigma_group() / 1e12, "efficiency": 1.0, "memory_gib": 2.0, "busy_w": 600.0, "wait_w": 100.0}
+    return {"name": "by-hand", "model": dict(MODEL), "gpu_types": {"X2": g2},
+            "devices": [{"id": n.upper(), "type": "X2", "region": "r", "node": n} for n in "ab"],
+            "network": {"intra_region": {"latency_ms": 5.0, "bandwidth_gbps": 2.048}},
+            "options": {"host_stack_gbps": 8.0}}
+
+
+PAIR = {"A": ["a0", "a1"], "B": ["b0", "b1"]}
+
+
+def test_one_group_by_hand():
+    """One replica, one stage on a group of two: each of 4 micro-batches takes
+    (2 w + w_head) / sigma_G = 2.16 x 10.4656 ms, nothing else (P = D = 1)."""
+    inst = instance_from_dict(physical())
+    ev = evaluate(inst, Plan.from_dict({"grid": [[["a0", "a1"]]], "cuts": [0, 2], "micro_batches": [4]}))
+    per_layer = W_LAYER / (2 * SIGMA1) + 8 * (ALPHA_IN + 1024 / BETA_IN)
+    assert per_layer == pytest.approx(10.4656e-3, rel=1e-12)
+    assert ev.time_s == pytest.approx(4 * (2 + W_HEAD / W_LAYER) * per_layer, rel=1e-12)
+    assert ev.time_s == pytest.approx(0.090422784, rel=1e-12)
+    # both GPUs busy the whole iteration: 2 x 300 W
+    assert ev.busy_j == pytest.approx(600.0 * ev.time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("grid", [[["A"], ["B"]], [["A", "B"]], [["B", "A"]], [["A"]]])
+def test_groups_cost_as_one_device_each(grid):
+    """Time, energy, every ring and memory of the group plan equal those of the
+    hand-written one-device-per-group instance, under both schedules."""
+    for schedule in ("1f1b", "gpipe"):
+        inst = instance_from_dict(physical(schedule=schedule))
+        hand = instance_from_dict({**one_device_per_group(), "options": {"host_stack_gbps": 8.0, "schedule": schedule}})
+        P, D = len(grid[0]), len(grid)
+        cuts = [0, 2] if P == 1 else [0, 1, 2]
+        mb = [4 // D] * D
+        ev = evaluate(inst, Plan.from_dict({"grid": [[PAIR[g] for g in row] for row in grid], "cuts": cuts,
+                                            "micro_batches": mb}))
+        ref = evaluate(hand, Plan.from_dict({"grid": grid, "cuts": cuts, "micro_batches": mb}))
+        assert ev.feasible and ref.feasible
+        for f in ("time_s", "energy_j", "pipeline_s", "allreduce_s", "busy_j", "wait_j", "network_j"):
+            assert getattr(ev, f) == pytest.approx(getattr(ref, f), rel=1e-12), f
+        # memory is reported per GPU: each of a group's two holds half
+        mem = ev.memory_bytes
+        assert all(mem[g + "0"] == mem[g + "1"] for g in "ab" if g + "0" in mem)
+        assert sorted(2 * v for d, v in mem.items() if d.endswith("0")) == pytest.approx(
+            sorted(ref.memory_bytes.values()), rel=1e-12)
+
+
+def test_simulator_runs_group_plans_as_the_model_costs_them():
+    inst = instance_from_dict(physical(accumulation_steps=2))
+    for grid in ([[PAIR["A"]], [PAIR["B"]]], [[PAIR["A"], PAIR["B"]]], [[PAIR["B"], PAIR["A"]]]):
+        D = len(grid)
+        plan = Plan.from_dict({"grid": grid, "cuts": [0, 2] if len(grid[0]) == 1 else [0, 1, 2],
+                               "micro_batches": [4 // D] * D})
+        assert simulate(inst, plan).time_s == pytest.approx(evaluate(inst, plan).time_s, rel=1e-9)
+
+
+def _every_plan(inst, groups_of):
+    """Every plan of the 2-layer model on the slots ``groups_of`` (a list of slots)."""
+    for D, P in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4)):
+        if P > 2 or D * P > len(groups_of) or 4 % D:
+            continue
+        for perm in itertools.permutations(groups_of, D * P):
+            grid = [list(perm[k * P:(k + 1) * P]) for k in range(D)]
+            cuts = [0, 2] if P == 1 else [0, 1, 2]
+            yield Plan.make(grid, cuts, [4 // D] * D)
+
+
+def test_exact_optimum_over_degrees_is_the_least_plan_by_enumeration():
+    """CP-SAT and the MILP search degrees 1 and 2: their optimum is the least time of
+    every plan at either degree, enumerated here plan by plan."""
+    inst = instance_from_dict(physical())
+    singles = ["a0", "a1", "b0", "b1"]
+    pairs = [("a0", "a1"), ("b0", "b1")]
+    best = min(ev.time_s for plans in (_every_plan(inst, singles), _every_plan(inst, pairs))
+               for ev in map(lambda p: evaluate(inst, p), plans) if ev.feasible)
+    for solver in ("cpsat", "milp", "bruteforce"):
+        res = gt.solve(inst, solver, time_limit=60, seed=0)
+        assert res.status == "optimal"
+        assert res.evaluation.time_s == pytest.approx(best, rel=1e-9), solver
+        assert [row["tensor_parallel"] for row in res.stats["tensor_parallel"]] == [2, 1]     # largest first
+    assert gt.solve(inst, "cpsat", time_limit=60).best_bound <= best * (1 + 1e-9)
+
+
+def test_a_model_too_big_for_one_gpu_is_planned_on_groups():
+    """0.0008 GiB (0.86 MB) per GPU holds no stage of one layer, a group of two does: at
+    degree 1 the instance is infeasible, at degree 2 every solver returns a group plan."""
+    def big(degrees):
+        d = physical(degrees)
+        d["gpu_types"]["X"]["memory_gib"] = 0.0008
+        return d
+    with pytest.raises(InstanceError, match="fits on no subset"):
+        instance_from_dict(big([1]))
+    inst = instance_from_dict(big([1, 2]))
+    for solver in ("cpsat", "greedy", "memetic", "megatron-uniform"):
+        res = gt.solve(inst, solver, time_limit=20, seed=0, **({"generations": 5} if solver == "memetic" else {}))
+        assert res.plan is not None and res.evaluation.feasible, solver
+        assert res.plan.tp == 2 and sorted(map(tuple, res.plan.groups)) == [("a0", "a1"), ("b0", "b1")][:len(res.plan.groups)]
+
+
+def test_plan_file_keeps_groups_and_old_plans_still_load():
+    plan = Plan.from_dict({"grid": [[["a0", "a1"], ["b0", "b1"]]], "cuts": [0, 1, 2], "micro_batches": [4]})
+    d = json.loads(plan.to_json())
+    assert d["schema"] == "geotrain-opt.plan/2" and d["grid"] == [[["a0", "a1"], ["b0", "b1"]]]
+    assert Plan.from_dict(d) == plan and plan.devices == ["a0", "a1", "b0", "b1"] and plan.tp == 2
+    old = Plan.from_dict({"schema": "geotrain-opt.plan/1", "grid": [["a0", "b0"]], "cuts": [0, 1, 2],
+                          "micro_batches": [4]})
+    assert old.tp == 1 and json.loads(old.to_json())["schema"] == "geotrain-opt.plan/1"
+    # a one-GPU list is that GPU
+    assert Plan.from_dict({"grid": [[["a0"]]], "cuts": [0, 2], "micro_batches": [4]}).grid == (("a0",),)
+
+
+@pytest.mark.parametrize("grid, message", [
+    ([[["a0", "b0"]]], "one type on one node"),
+    ([[["a0", "a0"]]], "names a GPU twice"),
+    ([[["a0", "a1"], "b0"]], "one tensor-parallel degree"),
+    ([[["a0", "zz"]]], "unknown device id 'zz'"),
+])
+def test_bad_groups_are_plan_errors(grid, message):
+    inst = instance_from_dict(physical())
+    plan = Plan.from_dict({"grid": grid, "cuts": [0, 2] if len(grid[0]) == 1 else [0, 1, 2], "micro_batches": [4]})
+    with pytest.raises(PlanError, match=message):
+        evaluate(inst, plan)
+
+
+def test_a_clock_on_a_group_member_is_an_error():
+    d = physical()
+    d["gpu_types"]["X"]["clocks"] = [{"fraction": 0.5, "busy_w": 150.0}]
+    inst = instance_from_dict(d)
+    plan = Plan.from_dict({"grid": [[["a0", "a1"]]], "cuts": [0, 2], "micro_batches": [4], "clocks": {"a0": 0.5}})
+    with pytest.raises(PlanError, match="runs at its full clock"):
+        evaluate(inst, plan)
+
+
+@pytest.mark.parametrize("value, message", [
+    ([1, 4], "degree 4 needs a node with 4 GPUs of one type; the most any node has is 2"),
+    ([2, 2], "repeated"),
+    ([0], "degrees 1..1024"),
+    ("all", "auto"),
+])
+def test_bad_degrees_name_the_field(value, message):
+    with pytest.raises(InstanceError, match="options.tensor_parallel") as e:
+        instance_from_dict(physical(value))
+    assert message in str(e.value)
+
+
+def test_auto_degrees_are_the_powers_of_two_a_node_holds():
+    d = physical("auto")
+    d["options"]["tensor_parallel"] = "auto"
+    assert instance_from_dict(d).options.tensor_parallel == (1, 2)
+
+
+def test_cli_evaluates_a_group_plan_and_refuses_to_export_it(tmp_path):
+    inst_p, plan_p = tmp_path / "i.json", tmp_path / "p.json"
+    inst_p.write_text(json.dumps(physical()))
+    plan_p.write_text(json.dumps({"grid": [[["a0", "a1"]]], "cuts": [0, 2], "micro_batches": [4]}))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "geotrain_opt.cli", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    ev = run("evaluate", str(inst_p), str(plan_p))
+    assert ev.returncode == 0, ev.stderr
+    assert "0.0904228" in ev.stdout
+    ex = run("export-plan", str(inst_p), str(plan_p), "--to", "megatron")
+    assert ex.returncode != 0 and len(ex.stderr.strip().splitlines()) == 1
+    assert "tensor-parallel plans" in ex.stderr and "Traceback" not in ex.stderr
