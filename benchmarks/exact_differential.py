@@ -2,7 +2,10 @@
 ``tests/test_exact_differential.py -m slow``, recorded instead of asserted).
 
     python benchmarks/exact_differential.py [--seeds 10:310] [--time-limit 120]
-        [--out benchmarks/results/exact_differential.md] [--jsonl runs.jsonl]
+        [--out benchmarks/results/exact_differential.md] [--jsonl runs.jsonl] [--parallel]
+
+``--parallel``: the draws with every tensor-parallel degree their nodes allow and a
+ZeRO stage (model.md §14, §15).
 
 For every draw: CP-SAT and the MILP (2 threads each), brute force where it can
 enumerate (<= 200,000 plans), memetic for 3 s; every plan is re-evaluated. A
@@ -31,8 +34,8 @@ from tests.test_exact_differential import draw                     # noqa: E402
 RTOL = 1e-6
 
 
-def run_one(seed: int, limit: float) -> dict | None:
-    drawn = draw(seed)
+def run_one(seed: int, limit: float, parallel: bool = False) -> dict | None:
+    drawn = draw(seed, parallel=parallel)
     if drawn is None:
         return None
     inst, fam = drawn
@@ -41,7 +44,8 @@ def run_one(seed: int, limit: float) -> dict | None:
            + (["max_devices"] if inst.options.max_devices else []),
            "schedule": inst.options.schedule, "split": inst.options.batch_split,
            "kappa": inst.options.exposed_comm, "steps": inst.options.accumulation_steps,
-           "stack": inst.options.stack_s_per_byte > 0, "problems": []}
+           "stack": inst.options.stack_s_per_byte > 0, "tp": list(inst.options.tensor_parallel),
+           "zero": inst.options.zero_stage, "problems": []}
     runs = {}
     names = ["cpsat", "milp"] + (["bruteforce"] if plan_count(inst) <= 200_000 else []) + ["memetic"]
     # where devices form classes the default is the class model (formulations/exact.md
@@ -115,6 +119,7 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--out", default="benchmarks/results/exact_differential.md")
     ap.add_argument("--jsonl", help="append one JSON line per instance here (a record to --summarize later)")
+    ap.add_argument("--parallel", action="store_true", help="tensor-parallel degrees and ZeRO in every draw")
     ap.add_argument("--summarize", help="only write the summary of this JSONL of an earlier (partial) run")
     args = ap.parse_args()
     a, b = map(int, args.seeds.split(":"))
@@ -128,7 +133,7 @@ def main() -> int:
         return 1 if any(r["problems"] for r in rows) else 0
     rows = []
     for seed in seeds:
-        row = run_one(seed, args.time_limit)
+        row = run_one(seed, args.time_limit, args.parallel)
         if row is None:
             continue
         rows.append(row)
@@ -139,6 +144,10 @@ def main() -> int:
             with open(args.jsonl, "a") as f:
                 f.write(json.dumps(row) + "\n")
     text = summary(rows, seeds, args.time_limit)
+    if args.parallel:
+        text = text.replace(f"--time-limit {args.time_limit:g}`", f"--time-limit {args.time_limit:g} --parallel`", 1)
+        text += (f"\ntensor-parallel degrees > 1 offered in {sum(max(r['tp']) > 1 for r in rows)} instances; "
+                 f"ZeRO stages: {dict(Counter(r['zero'] for r in rows))}\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("# Differential campaign of the exact solvers\n\n" + text)
     print(text)

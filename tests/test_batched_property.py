@@ -18,6 +18,9 @@ INSTS = {
     "tiny-gpipe-free": variant(BASE, options__schedule="gpipe", options__batch_split="free",
                                model__global_batch=12),
     "demo-8gpu": load_instance(INSTANCES / "demo-8gpu.yaml"),
+    # ZeRO-2 (model.md §15): the state depends on D, the rings move fp32 gradients and bf16 weights
+    "demo-8gpu-zero2": variant(yaml.safe_load((INSTANCES / "demo-8gpu.yaml").read_text()),
+                               options__zero_stage=2, model__grad_bytes=4.0),
 }
 
 

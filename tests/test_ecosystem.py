@@ -87,12 +87,14 @@ def test_rank_map_by_hand():
     inst = gt.load_instance(DEMO)
     m = rank_map(inst, _plan())
     assert (m["world_size"], m["pipeline_stages"], m["data_parallel_replicas"]) == (4, 2, 2)
-    assert [r["device"] for r in m["ranks"]] == ["va-2", "va-0", "va-3", "va-1"]      # replica-major
-    assert m["pipeline_groups"] == [[0, 1], [2, 3]] and m["data_parallel_groups"] == [[0, 2], [1, 3]]
-    assert [r["layers"] for r in m["ranks"]] == [[0, 14], [14, 24], [0, 14], [14, 24]]
+    # Megatron-LM's default order tp-dp-pp: the replicas of a stage are consecutive ranks
+    assert [r["device"] for r in m["ranks"]] == ["va-2", "va-3", "va-0", "va-1"]
+    assert m["pipeline_groups"] == [[0, 2], [1, 3]] and m["data_parallel_groups"] == [[0, 1], [2, 3]]
+    assert m["tensor_groups"] == [[0], [1], [2], [3]] and m["tensor_parallel"] == 1
+    assert [r["layers"] for r in m["ranks"]] == [[0, 14], [0, 14], [14, 24], [14, 24]]
     nodes = {d.id: d.node for d in inst.devices}
     assert m["ranks"][0]["env"] == {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": nodes["va-2"],
-                                    "GEOTRAIN_REPLICA": "0", "GEOTRAIN_STAGE": "0"}
+                                    "GEOTRAIN_REPLICA": "0", "GEOTRAIN_STAGE": "0", "GEOTRAIN_TENSOR_RANK": "0"}
     # local ranks count the devices of one node in rank order
     seen: dict[str, int] = {}
     for r in m["ranks"]:

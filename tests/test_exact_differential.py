@@ -52,11 +52,12 @@ def custom(n: int, rng: np.random.Generator) -> dict:
             "energy": {"net_j_per_byte": float(rng.choice([0.0, 1e-8]))}}
 
 
-def draw(seed: int, max_gpus: int = 12, levers: bool = False):
+def draw(seed: int, max_gpus: int = 12, levers: bool = False, parallel: bool = False):
     """Instance ``seed`` of the campaign; with ``levers`` also clocks, prices, carbon,
     micro-batch and recomputation choices and the cost/carbon objectives and limits
     (model.md §9–§11), drawn from a stream of their own so that the draws without
-    levers stay the campaign's."""
+    levers stay the campaign's; with ``parallel`` every tensor-parallel degree the
+    nodes allow (§14) and a ZeRO stage (§15), from a stream of their own too."""
     rng = np.random.default_rng(1000 + seed)
     fam = FAMILIES[seed % len(FAMILIES)]
     lo, hi = RANGE[fam]
@@ -74,6 +75,10 @@ def draw(seed: int, max_gpus: int = 12, levers: bool = False):
     stack = np.random.default_rng(5000 + seed)        # a stream of its own: the other draws stay
     if stack.random() < 0.3:        # the hosts' network stack on messages between nodes (model.md §3)
         opts["host_stack_gbps"] = float(stack.choice([1.0, 10.0, 100.0]))
+    if parallel:
+        par = np.random.default_rng(9000 + seed)
+        opts["tensor_parallel"] = "auto"
+        opts["zero_stage"] = int(par.choice([0, 1, 2]))
     wan = np.random.default_rng(6000 + seed)          # shared WAN capacity (model.md §3.2), its own stream too
     if wan.random() < 0.3:
         for e in d["network"].get("inter_region", []):
@@ -209,11 +214,38 @@ def test_an_exact_run_that_stops_early_is_not_a_time_limit(monkeypatch):
     assert cp.best_bound < cp.objective_value == pytest.approx(4590.469602532221, rel=1e-9)
 
 
-def _drawn_differential(seed: int, max_gpus: int, levers: bool = False, limit: float = 120.0) -> None:
-    drawn = draw(seed, max_gpus=max_gpus, levers=levers)
+def _drawn_differential(seed: int, max_gpus: int, levers: bool = False, limit: float = 120.0,
+                        parallel: bool = False) -> None:
+    drawn = draw(seed, max_gpus=max_gpus, levers=levers, parallel=parallel)
     if drawn is None:
         pytest.skip("draw fits nowhere")
     differential(drawn[0], limit=limit)
+
+
+def _with_groups(seed: int, max_gpus: int) -> bool:
+    drawn = draw(seed, max_gpus=max_gpus, parallel=True)
+    return drawn is not None and drawn[0].options.tensor_parallel != (1,)
+
+
+# the first draws whose nodes hold tensor-parallel groups (the others are the plain campaign's)
+PARALLEL_SAMPLE = [s for s in range(60) if _with_groups(s, 6)][:6]
+
+
+@pytest.mark.parametrize("seed", PARALLEL_SAMPLE)
+def test_differential_sample_with_parallelism(seed):
+    """Tensor-parallel degrees and ZeRO: CP-SAT, the MILP, brute force and the memetic
+    agree over every degree (model.md §14, §15)."""
+    _drawn_differential(seed, 6, limit=60, parallel=True)
+
+
+def test_the_parallel_sample_has_groups():
+    assert len(PARALLEL_SAMPLE) == 6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10, 110))
+def test_differential_campaign_with_parallelism(seed):
+    _drawn_differential(seed, 12, parallel=True)
 
 
 @pytest.mark.parametrize("seed", range(10))

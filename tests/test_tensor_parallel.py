@@ -196,15 +196,46 @@ def test_auto_degrees_are_the_powers_of_two_a_node_holds():
     assert instance_from_dict(d).options.tensor_parallel == (1, 2)
 
 
-def test_cli_evaluates_a_group_plan_and_refuses_to_export_it(tmp_path):
+def test_cli_evaluates_a_group_plan(tmp_path):
     inst_p, plan_p = tmp_path / "i.json", tmp_path / "p.json"
     inst_p.write_text(json.dumps(physical()))
     plan_p.write_text(json.dumps({"grid": [[["a0", "a1"]]], "cuts": [0, 2], "micro_batches": [4]}))
-    run = lambda *a: subprocess.run([sys.executable, "-m", "geotrain_opt.cli", *a],  # noqa: E731
-                                    capture_output=True, text=True, timeout=120)
-    ev = run("evaluate", str(inst_p), str(plan_p))
+    ev = subprocess.run([sys.executable, "-m", "geotrain_opt.cli", "evaluate", str(inst_p), str(plan_p)],
+                        capture_output=True, text=True, timeout=120)
     assert ev.returncode == 0, ev.stderr
     assert "0.0904228" in ev.stdout
-    ex = run("export-plan", str(inst_p), str(plan_p), "--to", "megatron")
-    assert ex.returncode != 0 and len(ex.stderr.strip().splitlines()) == 1
-    assert "tensor-parallel plans" in ex.stderr and "Traceback" not in ex.stderr
+
+
+def test_exports_carry_groups_in_megatron_rank_order():
+    """Two replicas of two stages on groups of two: rank = i + 2 (k + 2 j) (Megatron-LM's
+    tp-dp-pp order); Megatron gets TP 2 with sequence parallelism, torch a (pp, dp, tp)
+    mesh, and the export reads back to the plan."""
+    from geotrain_opt.io.export_plan import export, plan_from_export, rank_map, to_megatron, to_torch_pipelining
+    d = physical()
+    d["devices"] = [{"id": f"{n}{i}", "type": "X", "region": "r", "node": n} for n in "abcd" for i in range(2)]
+    d["model"]["global_batch"] = 8
+    inst = instance_from_dict(d)
+    plan = Plan.from_dict({"grid": [[["a0", "a1"], ["b0", "b1"]], [["c0", "c1"], ["d0", "d1"]]],
+                           "cuts": [0, 1, 2], "micro_batches": [4, 4]})
+    m = rank_map(inst, plan)
+    assert m["world_size"] == 8 and m["tensor_parallel"] == 2
+    assert [r["device"] for r in m["ranks"]] == ["a0", "a1", "c0", "c1", "b0", "b1", "d0", "d1"]
+    assert m["tensor_groups"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert m["pipeline_groups"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert m["data_parallel_groups"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    args = to_megatron(inst, plan)["args"]
+    assert args[args.index("--tensor-model-parallel-size") + 1] == "2" and "--sequence-parallel" in args
+    assert to_torch_pipelining(inst, plan)["device_mesh"]["mesh_shape"] == [2, 2, 2]
+    for fmt in ("megatron", "torch-pipelining", "deepspeed"):
+        assert plan_from_export(json.loads(export(inst, plan, fmt))) == plan
+    assert export(inst, plan, "hostfile") == "a slots=2\nc slots=2\nb slots=2\nd slots=2\n"
+
+
+def test_dtfm_plans_without_tensor_parallelism():
+    """DT-FM's scheduler has no tensor parallelism: it runs at degree 1 whatever the
+    instance offers, and its plan equals its plan on the instance without degrees."""
+    inst = instance_from_dict(physical())
+    plain = instance_from_dict(physical((1,)))
+    res = gt.solve(inst, "dtfm", time_limit=20, seed=0)
+    assert res.plan.tp == 1 and "tensor_parallel" not in res.stats
+    assert res.plan == gt.solve(plain, "dtfm", time_limit=20, seed=0).plan

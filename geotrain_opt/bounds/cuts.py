@@ -376,11 +376,12 @@ class ShapeBounds:
         """Can the stage needing most memory, under the cut that makes it least, sit
         on D devices? (q: micro-batches per flush of the lightest replica). A DP over
         cuts, since a stage's memory depends on its position (in-flight count)."""
-        if (P, q) not in self._mem:
-            self._mem[P, q] = self._least_peak_memory(P, q)
-        return bool(self._mem[P, q] <= self.cap_desc[D - 1])
+        key = (D if self.a.sharded_bytes else 1, P, q)       # ZeRO: the state depends on D (§15)
+        if key not in self._mem:
+            self._mem[key] = self._least_peak_memory(*key)
+        return bool(self._mem[key] <= self.cap_desc[D - 1])
 
-    def _least_peak_memory(self, P: int, q: int) -> float:
+    def _least_peak_memory(self, D: int, P: int, q: int) -> float:
         a = self.a
         L = a.L
         best = np.full(L + 1, INF)              # best[l]: stages so far cover layers [0, l)
@@ -391,7 +392,7 @@ class ShapeBounds:
             for l in range(j + 1, L - (P - 1 - j) + 1):
                 lo = np.arange(j, l)
                 N = sc.stage_params(a, lo, l, j == 0, j == P - 1)
-                mem = sc.stage_memory(a, N, sc.stage_act(a, lo, l), j == P - 1, np.full(len(lo), infl))
+                mem = sc.stage_memory(a, N, sc.stage_act(a, lo, l), j == P - 1, np.full(len(lo), infl), D)
                 nxt[l] = np.maximum(best[lo], mem).min()
             best = nxt
         return float(best[L])

@@ -76,7 +76,7 @@ class _Shape(MergeCases):
         self.flush_of = {k: int(sc.flushes(a, k)[0]) for k in {self.m, self.m_light}}
         self.tiers = sb.tiers
         self.lv = self.tiers.levels
-        self.cring = 0.0 if ringless else 2.0 * (D - 1) / D * a.grad_bytes
+        self.cring = 0.0 if ringless else 2.0 * (D - 1) / D * a.ring_bytes
         self.N_big = sb._heaviest(P)
         self.ring_lat = 2.0 * (D - 1) * sb.alpha_min if D > 1 and not ringless else 0.0
         self.c = self.c_tail = 0.0      # the drain's share of the fill where a ring follows (time_bound)

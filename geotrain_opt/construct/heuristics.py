@@ -36,10 +36,11 @@ def _cuts_for(inst: Instance, grid: np.ndarray, mb: list[int]) -> np.ndarray:
     cuts = speed_cuts(inst, a.speed[grid].min(axis=0))
     caps = a.mem_cap[grid].min(axis=0)
     P = grid.shape[1]
-    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), max(mb)) <= caps[j]
+    D = grid.shape[0]
+    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), max(mb), D) <= caps[j]
                for j in range(P))
     if not fits:
-        mem = greedy_memory_cuts(inst, [float(c) for c in caps], max(mb))
+        mem = greedy_memory_cuts(inst, [float(c) for c in caps], max(mb), D)
         if mem is not None:
             return np.array(mem, dtype=np.int64)
     return cuts
@@ -176,7 +177,7 @@ def memory_aware(inst: Instance, D: int, P: int):
     grid = order.reshape(P, D).T.copy()
     mb = split_micro_batches(inst.model.num_micro_batches, D)
     caps = [float(c) for c in a.mem_cap[grid].min(axis=0)]
-    cuts = greedy_memory_cuts(inst, caps, max(mb))
+    cuts = greedy_memory_cuts(inst, caps, max(mb), D)
     return grid, (np.array(cuts, dtype=np.int64) if cuts else _cuts_for(inst, grid, mb)), mb
 
 

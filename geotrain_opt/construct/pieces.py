@@ -12,15 +12,15 @@ from geotrain_opt.problem.plan import Plan
 from geotrain_opt.problem.plan import split_micro_batches  # noqa: F401  (the even split, used here and re-exported)
 
 
-def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, m: int) -> float:
+def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, m: int, D: int) -> float:
     """Bytes a device needs to hold stage ``j`` = layers [lo, hi) of a P-stage
-    pipeline whose replica runs ``m`` micro-batches."""
+    pipeline of D replicas whose replica runs ``m`` micro-batches."""
     a = inst.arrays
     _S, q = sc.flushes(a, max(int(m), 1))
-    return sc.stage_memory_of(a, P, j, lo, hi, int(q))
+    return sc.stage_memory_of(a, P, j, lo, hi, int(q), D)
 
 
-def greedy_memory_cuts(inst: Instance, caps: list[float], m: int) -> list[int] | None:
+def greedy_memory_cuts(inst: Instance, caps: list[float], m: int, D: int) -> list[int] | None:
     """Cut vector under which stage j fits in ``caps[j]``, or None.
 
     Each stage takes as many layers as fit; since memory grows with a stage's
@@ -31,13 +31,13 @@ def greedy_memory_cuts(inst: Instance, caps: list[float], m: int) -> list[int] |
     cuts, lo = [0], 0
     for j in range(P - 1):
         hi = lo
-        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, m) <= caps[j]:
+        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, m, D) <= caps[j]:
             hi += 1
         if hi == lo:
             return None
         cuts.append(hi)
         lo = hi
-    if stage_memory(inst, P, P - 1, lo, L, m) > caps[-1]:
+    if stage_memory(inst, P, P - 1, lo, L, m, D) > caps[-1]:
         return None
     cuts.append(L)
     return cuts
@@ -87,7 +87,7 @@ def smallest_feasible_plan(inst: Instance) -> Plan | None:
         groups = [chosen[j * D:(j + 1) * D] for j in range(P)]
         for arrangement in (groups, groups[1:] + groups[:1], groups[::-1]):
             caps = [float(min(a.mem_cap[g] for g in grp)) for grp in arrangement]
-            cuts = greedy_memory_cuts(inst, caps, max(mbs))
+            cuts = greedy_memory_cuts(inst, caps, max(mbs), D)
             if cuts is None:
                 continue
             grid = np.array([[arrangement[j][k] for j in range(P)] for k in range(D)])

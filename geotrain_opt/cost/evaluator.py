@@ -231,7 +231,7 @@ class _Terms:
             for k in range(D):
                 r1, r2 = int(a.region[g[k][j]]), int(a.region[g[(k + 1) % D][j]])
                 if a.inv_cap[r1, r2] > 0:
-                    load[r1, r2] = load.get((r1, r2), 0.0) + 2.0 * (D - 1) / D * a.grad_bytes * self.N[j]
+                    load[r1, r2] = load.get((r1, r2), 0.0) + 2.0 * (D - 1) / D * a.ring_bytes * self.N[j]
         return max((b * a.inv_cap[r] + a.cap_alpha[r] for r, b in load.items()), default=0.0)
 
     def rings(self) -> list[float]:
@@ -245,7 +245,7 @@ class _Terms:
             edges = [(g_idx[k][j], g_idx[(k + 1) % D][j]) for k in range(D)]
             inv_bmin = max(a.inv_beta[u, v] for u, v in edges)
             amax = max(a.alpha[u, v] for u, v in edges)
-            R.append(2.0 * (D - 1) / D * a.grad_bytes * self.N[j] * inv_bmin + 2.0 * (D - 1) * amax)
+            R.append(2.0 * (D - 1) / D * a.ring_bytes * self.N[j] * inv_bmin + 2.0 * (D - 1) * amax)
         return R
 
     def energy(self, T: float) -> tuple[float, float, float, float]:
@@ -267,7 +267,7 @@ class _Terms:
             if D > 1:
                 for k in range(D):
                     if a.cross[g_idx[k][j], g_idx[(k + 1) % D][j]]:
-                        cross += 2.0 * (D - 1) / D * a.grad_bytes * N[j]
+                        cross += 2.0 * (D - 1) / D * a.ring_bytes * N[j]
         return busy, wait, a.net_j_per_byte * cross, cross
 
     def priced(self, T: float) -> tuple[float | None, float | None]:
@@ -284,7 +284,7 @@ class _Terms:
         if D > 1 and listed:
             for j in range(P):
                 for k in range(D):
-                    sent.append((g_idx[k][j], g_idx[(k + 1) % D][j], 2.0 * (D - 1) / D * a.grad_bytes * self.N[j]))
+                    sent.append((g_idx[k][j], g_idx[(k + 1) % D][j], 2.0 * (D - 1) / D * a.ring_bytes * self.N[j]))
         cost = carbon = None
         if inst.priced:
             price = sum(inst.devices[g].price_per_hour for row in g_idx for g in row)
@@ -310,7 +310,9 @@ class _Terms:
             for j in range(P):
                 g = self.g_idx[k][j]
                 inflight = self.qk[k] if a.gpipe else min(P - j, self.qk[k])
-                mem = a.state_bytes * self.N[j] + self.act[j] * inflight
+                # §15: ZeRO divides part of the state over the stage's D replicas
+                state = a.state_bytes - a.sharded_bytes + a.sharded_bytes / self.D if a.sharded_bytes else a.state_bytes
+                mem = state * self.N[j] + self.act[j] * inflight
                 if j == P - 1:
                     mem += a.logits * (inflight if self.inst.model.recompute != "full" else 1)
                 memory[plan.grid[k][j]] = mem
@@ -411,7 +413,7 @@ class BatchEvaluator:
         cross_pipe = (a.cross[u, v] * (2.0 * a.A) * mbf[:, :, None]).sum(axis=(1, 2))
         if D > 1:
             nxt = np.roll(grid, -1, axis=1)
-            gradb = 2.0 * (D - 1) / D * a.grad_bytes * N        # (n, P)
+            gradb = 2.0 * (D - 1) / D * a.ring_bytes * N        # (n, P)
             R = sc.ring_time(a, D, N, a.inv_beta[grid, nxt].max(axis=1), a.alpha[grid, nxt].max(axis=1))
             cross_ring = (a.cross[grid, nxt].sum(axis=1) * gradb).sum(axis=1)
         else:
@@ -438,7 +440,7 @@ class BatchEvaluator:
         _S, q = sc.flushes(a, np.maximum(mb, 1))
         infl = sc.inflight(a, P, np.arange(P)[None, None, :], q[:, :, None])
         infl = np.broadcast_to(infl, (n, D, P))
-        mem = sc.stage_memory(a, N[:, None, :], act[:, None, :], last[None, None, :], infl)
+        mem = sc.stage_memory(a, N[:, None, :], act[:, None, :], last[None, None, :], infl, D)
         ok = (mem <= a.mem_cap[grid]).all(axis=(1, 2))
         ok &= (np.diff(cuts, axis=1) > 0).all(axis=1) & (cuts[:, 0] == 0) & (cuts[:, -1] == a.L)
         ok &= (mb >= 1).all(axis=1) & (mb.sum(axis=1) == a.M)

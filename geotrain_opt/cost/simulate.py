@@ -131,7 +131,7 @@ def _rings(a, plan: Plan, grid, stage_end: list[list[float]], links: _Links,
     D, P, c = plan.replicas, plan.stages, plan.cuts
     if D == 1:
         return 0.0, 0.0
-    nbytes = [a.grad_bytes * float(sc.stage_params(a, c[j], c[j + 1], j == 0, j == P - 1)) / D for j in range(P)]
+    nbytes = [a.ring_bytes * float(sc.stage_params(a, c[j], c[j + 1], j == 0, j == P - 1)) / D for j in range(P)]
     t0 = [max(stage_end[k][j] for k in range(D)) for j in range(P)]
     heap = [(t0[j], j, 0) for j in range(P)]
     heapq.heapify(heap)

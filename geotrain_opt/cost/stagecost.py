@@ -60,16 +60,23 @@ def logits_inflight(a: "InstanceArrays", infl: Num) -> Num:
     return infl if a.logits_per_inflight else np.ones_like(infl)
 
 
-def stage_memory(a: "InstanceArrays", N: Num, act: Num, last: Num, infl: Num) -> Num:
+def state_per_param(a: "InstanceArrays", D: Num) -> Num:
+    """Training-state bytes a device holds per parameter of its stage with D replicas
+    (model.md §15: ZeRO divides ``sharded_bytes`` of them over the replicas)."""
+    return a.state_bytes - a.sharded_bytes + a.sharded_bytes / D if a.sharded_bytes else a.state_bytes
+
+
+def stage_memory(a: "InstanceArrays", N: Num, act: Num, last: Num, infl: Num, D: Num) -> Num:
     """Bytes a device of the stage needs: training state, activations, logits."""
-    return a.state_bytes * N + act * infl + np.where(last, a.logits * logits_inflight(a, infl), 0.0)
+    return state_per_param(a, D) * N + act * infl + np.where(last, a.logits * logits_inflight(a, infl), 0.0)
 
 
-def stage_memory_of(a: "InstanceArrays", P: int, j: int, lo: int, hi: int, q: int) -> float:
-    """Memory of stage j = layers [lo, hi) of a P-stage pipeline, q micro-batches per flush."""
+def stage_memory_of(a: "InstanceArrays", P: int, j: int, lo: int, hi: int, q: int, D: int) -> float:
+    """Memory of stage j = layers [lo, hi) of a P-stage pipeline, q micro-batches per
+    flush, D replicas."""
     first, last = j == 0, j == P - 1
     return float(stage_memory(a, stage_params(a, lo, hi, first, last), stage_act(a, lo, hi), last,
-                              inflight(a, P, j, q)))
+                              inflight(a, P, j, q), D))
 
 
 def occupancy(a: "InstanceArrays", u: Num, v: Num) -> Num:
@@ -207,7 +214,7 @@ def wan_sync(a: "InstanceArrays", g: np.ndarray, N: np.ndarray) -> np.ndarray:
         return np.zeros(lead_shape)
     R = a.inv_cap.shape[0]
     ru, rv = a.region[g], a.region[np.roll(g, -1, axis=-2)]        # edge k -> k+1 mod D
-    nbytes = 2.0 * (D - 1) / D * a.grad_bytes * np.broadcast_to(np.asarray(N, dtype=float)[..., None, :], g.shape)
+    nbytes = 2.0 * (D - 1) / D * a.ring_bytes * np.broadcast_to(np.asarray(N, dtype=float)[..., None, :], g.shape)
     lead = int(np.prod(lead_shape, dtype=np.int64))
     flat = (ru * R + rv).reshape(lead, -1) + (np.arange(lead) * R * R)[:, None]
     hit = (a.inv_cap[ru, rv] > 0).reshape(lead, -1)
@@ -221,4 +228,4 @@ def ring_time(a: "InstanceArrays", D: int, N: Num, inv_beta_max: Num, alpha_max:
     """R_j of a D-replica ring for a stage of N parameters."""
     if D == 1:
         return np.zeros_like(np.asarray(N, dtype=float))
-    return 2.0 * (D - 1) / D * a.grad_bytes * N * inv_beta_max + 2.0 * (D - 1) * alpha_max
+    return 2.0 * (D - 1) / D * a.ring_bytes * N * inv_beta_max + 2.0 * (D - 1) * alpha_max

@@ -7,6 +7,7 @@ from geotrain_opt.problem import units
 from geotrain_opt.construct.pieces import smallest_feasible_plan
 from geotrain_opt.cost.evaluator import Evaluation
 from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.plan import slot_label
 
 
 def _fmt_bytes(b: float) -> str:
@@ -79,7 +80,8 @@ def describe_instance(inst: Instance) -> str:
            f"options: schedule {inst.options.schedule}, batch split {inst.options.batch_split}, "
            f"memory headroom {inst.options.memory_headroom:g}, exposed comm (kappa) {inst.options.exposed_comm:g}, "
            f"host network stack {_stack(inst)}, "
-           f"accumulation steps {inst.options.accumulation_steps}, objective {inst.objective.kind}"]
+           f"accumulation steps {inst.options.accumulation_steps}, objective {inst.objective.kind}"
+           + (f", ZeRO stage {inst.options.zero_stage} (model.md §15)" if inst.options.zero_stage else "")]
     nics = _nic_lines(inst)
     out += nics + _lever_lines(inst) + [""]
     groups = Counter((d.region, d.type) for d in inst.devices)
@@ -119,14 +121,27 @@ def describe_instance(inst: Instance) -> str:
     need = a.state_bytes * a.par_prefix[-1] + a.state_bytes * (a.emb_params + a.head_params)
     out.append(f"training state of the whole model: {_fmt_bytes(need)} "
                f"(usable memory in total: {_fmt_bytes(a.mem_cap.sum())})")
-    plan = smallest_feasible_plan(inst)
-    if plan is None:
-        out.append("fits: no plan found by the memory-aware greedy check (the model may not fit)")
-    else:
-        out.append(f"fits: yes, on as few as {len(plan.devices)} devices "
-                   f"(D={plan.replicas} x P={plan.stages}, cuts {list(plan.cuts)}, "
-                   f"devices {', '.join(plan.devices)})")
+    out += _fits(inst)
     return "\n".join(out)
+
+
+def _fits(inst: Instance) -> list[str]:
+    """The fewest GPUs the memory-aware greedy check fits the model on, at each
+    tensor-parallel degree the instance offers (model.md §14)."""
+    from geotrain_opt.decisions.tensor import at_degrees, ungroup
+    cases = at_degrees(inst) if inst.options.tensor_parallel != (1,) else [(1, inst)]
+    out = []
+    for t, at in sorted(cases):
+        plan = ungroup(at, smallest_feasible_plan(at))
+        tp = f" at tensor-parallel degree {t}" if len(cases) > 1 or t > 1 else ""
+        if plan is None:
+            out.append(f"fits{tp}: no plan found by the memory-aware greedy check (the model may not fit)")
+            continue
+        nodes = len({inst.devices[inst.index[g]].node for g in plan.devices})
+        out.append(f"fits{tp}: yes, on as few as {len(plan.devices)} GPUs on {nodes} node(s) "
+                   f"(D={plan.replicas} x P={plan.stages}, cuts {list(plan.cuts)}, "
+                   f"devices {', '.join(map(slot_label, (g for row in plan.grid for g in row)))})")
+    return out
 
 
 def _split_of(ev: Evaluation) -> str:

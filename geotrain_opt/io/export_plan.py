@@ -1,12 +1,12 @@
 """Hand a plan to a training framework: a rank map every format shares, then
 torch.distributed.pipelining, Megatron-LM, DeepSpeed and an MPI/DeepSpeed hostfile.
 
-Ranks are numbered replica-major (rank = k * P + j for replica k, stage j), so
-each replica's pipeline is a block of P consecutive ranks and the ranks of one
-stage across replicas form its data-parallel (all-reduce) group. A framework
-that cannot express the plan (Megatron-LM and DeepSpeed take neither arbitrary
-cuts nor unequal micro-batch counts per replica) gets a one-line error naming
-what it lacks, never a silently different plan.
+Ranks follow Megatron-LM's default order ``tp-cp-ep-dp-pp`` (its ``parallel_state``;
+DeepSpeed's ``PipeModelDataParallelTopology`` numbers the same way): the tensor rank
+varies fastest, then the replica, then the stage, rank = i + t (k + D j) for tensor
+rank i of replica k, stage j. A framework that cannot express the plan (Megatron-LM
+and DeepSpeed take neither arbitrary cuts nor unequal micro-batch counts per replica)
+gets a one-line error naming what it lacks, never a silently different plan.
 """
 from __future__ import annotations
 
@@ -17,51 +17,61 @@ from geotrain_opt.errors import PlanError
 from geotrain_opt.cost.evaluator import check_plan, evaluate
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
-from geotrain_opt.common.provenance import PLAN_SCHEMA
+from geotrain_opt.common.provenance import PLAN_SCHEMA, PLAN_SCHEMA_TP
 
 EXPORT_SCHEMA = "geotrain-opt.export/1"
 FORMATS = ("torch-pipelining", "megatron", "deepspeed", "hostfile")
 
 
+def members(slot: Any) -> tuple[str, ...]:
+    """A slot's GPUs: its device, or its tensor-parallel group's (model.md §14)."""
+    return (slot,) if isinstance(slot, str) else tuple(slot)
+
+
 def rank_map(inst: Instance, plan: Plan) -> dict[str, Any]:
     """Ranks, stages, replicas and process groups of a checked plan."""
     check_plan(inst, plan, "plan")
-    if plan.groups:
-        raise PlanError("plan", "tensor-parallel plans (model.md §14) cannot be exported yet; "
-                                "evaluate, simulate and verify take them")
     ev = evaluate(inst, plan)
     if not ev.feasible:      # a framework would run out of memory, or compute something else
         raise PlanError("plan", "infeasible, not exported: " + "; ".join(ev.violations))
     dev = {d.id: d for d in inst.devices}
-    P, D = plan.stages, plan.replicas
-    master = dev[plan.grid[0][0]].node
+    P, D, t = plan.stages, plan.replicas, plan.tp
+    rank = lambda i, k, j: i + t * (k + D * j)  # noqa: E731  (Megatron-LM's tp-dp-pp order)
+    world = t * D * P
+    master = dev[members(plan.grid[0][0])[0]].node
     local: dict[str, int] = {}
     ranks = []
-    for k, row in enumerate(plan.grid):
-        for j, gid in enumerate(row):
-            d = dev[gid]
-            lr = local.get(d.node, 0)
-            local[d.node] = lr + 1
-            r = k * P + j
-            ranks.append({"rank": r, "device": gid, "type": d.type, "node": d.node, "region": d.region,
-                          "local_rank": lr, "replica": k, "stage": j,
-                          # model.md §10: the clock to lock the GPU at (e.g. nvidia-smi -lgc), 1 = full
-                          "clock_fraction": plan.clock(gid),
-                          "layers": [plan.cuts[j], plan.cuts[j + 1]],
-                          "env": {"RANK": str(r), "WORLD_SIZE": str(D * P), "LOCAL_RANK": str(lr),
-                                  "MASTER_ADDR": master, "GEOTRAIN_REPLICA": str(k), "GEOTRAIN_STAGE": str(j)}})
+    for j in range(P):
+        for k in range(D):
+            for i, gid in enumerate(members(plan.grid[k][j])):
+                d = dev[gid]
+                lr = local.get(d.node, 0)
+                local[d.node] = lr + 1
+                r = rank(i, k, j)
+                ranks.append({"rank": r, "device": gid, "type": d.type, "node": d.node, "region": d.region,
+                              "local_rank": lr, "replica": k, "stage": j, "tensor_rank": i,
+                              # model.md §10: the clock to lock the GPU at (e.g. nvidia-smi -lgc), 1 = full
+                              "clock_fraction": plan.clock(gid),
+                              "layers": [plan.cuts[j], plan.cuts[j + 1]],
+                              "env": {"RANK": str(r), "WORLD_SIZE": str(world), "LOCAL_RANK": str(lr),
+                                      "MASTER_ADDR": master, "GEOTRAIN_REPLICA": str(k), "GEOTRAIN_STAGE": str(j),
+                                      "GEOTRAIN_TENSOR_RANK": str(i)}})
     b = inst.model.micro_batch
     return {
-        "schema": EXPORT_SCHEMA, "plan_schema": PLAN_SCHEMA, "instance": inst.name,
-        "world_size": D * P, "pipeline_stages": P, "data_parallel_replicas": D,
+        "schema": EXPORT_SCHEMA, "plan_schema": PLAN_SCHEMA_TP if plan.groups else PLAN_SCHEMA,
+        "instance": inst.name, "world_size": world, "pipeline_stages": P, "data_parallel_replicas": D,
+        "tensor_parallel": t, "sequence_parallel": t > 1, "zero_stage": inst.options.zero_stage,
+        "rank_order": "tp-dp-pp",
         "schedule": inst.options.schedule, "micro_batch_size": b, "global_batch": inst.model.global_batch,
         "recompute": inst.model.recompute,
         "accumulation_steps": inst.options.accumulation_steps,
         "stages": [{"stage": j, "layers": [plan.cuts[j], plan.cuts[j + 1]]} for j in range(P)],
-        "replicas": [{"replica": k, "micro_batches": m, "samples": m * b, "ranks": list(range(k * P, k * P + P))}
+        "replicas": [{"replica": k, "micro_batches": m, "samples": m * b,
+                      "ranks": [rank(i, k, j) for j in range(P) for i in range(t)]}
                      for k, m in enumerate(plan.micro_batches)],
-        "pipeline_groups": [list(range(k * P, k * P + P)) for k in range(D)],
-        "data_parallel_groups": [[k * P + j for k in range(D)] for j in range(P)],
+        "pipeline_groups": [[rank(i, k, j) for j in range(P)] for k in range(D) for i in range(t)],
+        "data_parallel_groups": [[rank(i, k, j) for k in range(D)] for j in range(P) for i in range(t)],
+        "tensor_groups": [[rank(i, k, j) for i in range(t)] for j in range(P) for k in range(D)],
         "ranks": ranks,
     }
 
@@ -74,6 +84,9 @@ def to_torch_pipelining(inst: Instance, plan: Plan) -> dict[str, Any]:
     out["format"] = "torch-pipelining"
     out["split_spec"] = {f"layers.{c}": "BEGINNING" for c in plan.cuts[1:-1]}
     out["schedule_class"] = "ScheduleGPipe" if inst.options.schedule == "gpipe" else "Schedule1F1B"
+    # init_device_mesh("cuda", mesh_shape, mesh_dim_names=...): rank r sits at [j, k, i]
+    out["device_mesh"] = {"mesh_dim_names": ["pp", "dp", "tp"],
+                          "mesh_shape": [plan.stages, plan.replicas, plan.tp]}
     out["usage"] = ("pipeline(module, mb_args, split_spec={k: SplitPoint.BEGINNING for k in split_spec}); "
                     "rank r builds stage ranks[r].stage of its replica's pipeline group with "
                     "replicas[ranks[r].replica].micro_batches micro-batches")
@@ -92,7 +105,7 @@ def to_megatron(inst: Instance, plan: Plan) -> dict[str, Any]:
     last stage may differ (``--decoder-first/last-pipeline-num-layers``)."""
     m = _equal_batches(plan, "megatron: Megatron-LM")
     sizes = [plan.cuts[j + 1] - plan.cuts[j] for j in range(plan.stages)]
-    args = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", str(plan.stages),
+    args = ["--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.stages),
             "--num-layers", str(inst.model.layers), "--hidden-size", str(inst.model.hidden),
             "--num-attention-heads", str(inst.model.heads), "--seq-length", str(inst.model.seq_len),
             "--ffn-hidden-size", str(inst.model.ffn_hidden),
@@ -105,14 +118,18 @@ def to_megatron(inst: Instance, plan: Plan) -> dict[str, Any]:
     if plan.stages > 1 and (not inner or sizes[0] != inner[0] or sizes[-1] != inner[0]):
         args += ["--decoder-first-pipeline-num-layers", str(sizes[0]),
                  "--decoder-last-pipeline-num-layers", str(sizes[-1])]
+    if plan.tp > 1:
+        args += ["--sequence-parallel"]          # model.md §14: groups run with sequence parallelism
+    if inst.options.zero_stage:
+        args += ["--use-distributed-optimizer"]  # §15: the optimizer state divided over the replicas
     if inst.model.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
     elif inst.model.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
     out = rank_map(inst, plan)
     out.update(format="megatron", args=args,
-               note="launch the ranks in the rank map's order: Megatron places pipeline stages on "
-                    "consecutive ranks, as this map does")
+               note="launch the ranks in the rank map's order: it is Megatron-LM's default order "
+                    "tp-cp-ep-dp-pp (tensor ranks consecutive, then replicas, then stages)")
     return out
 
 
@@ -120,11 +137,16 @@ def to_deepspeed(inst: Instance, plan: Plan) -> dict[str, Any]:
     """A DeepSpeed config and the layer boundaries for ``PipelineModule``
     (``parts`` as DeepSpeed's own partitioner returns them)."""
     m = _equal_batches(plan, "deepspeed: DeepSpeed")
+    if inst.options.zero_stage > 1 and plan.stages > 1:
+        raise PlanError("options.zero_stage", "deepspeed: DeepSpeed's pipeline engine runs ZeRO stage 1 at most "
+                                              "(export --to megatron or torch-pipelining)")
     b = inst.model.micro_batch
     out = rank_map(inst, plan)
     out.update(format="deepspeed",
                ds_config={"train_batch_size": m * b * plan.replicas, "train_micro_batch_size_per_gpu": b,
                           "gradient_accumulation_steps": m, "pipeline": {"stages": plan.stages},
+                          **({"zero_optimization": {"stage": inst.options.zero_stage}}
+                             if inst.options.zero_stage else {}),
                           "bf16": {"enabled": inst.model.precision_bytes == 2}},
                parts=list(plan.cuts),
                note="set PipelineModule.parts = parts (layer i goes to the stage s with parts[s] <= i < parts[s+1])")
@@ -158,9 +180,11 @@ def plan_from_export(d: dict[str, Any]) -> Plan:
         raise PlanError("schema", f"not a geotrain-opt export ({EXPORT_SCHEMA})")
     try:
         P, D = int(d["pipeline_stages"]), int(d["data_parallel_replicas"])
-        grid = [[""] * P for _ in range(D)]
+        slots: list[list[dict[int, str]]] = [[{} for _ in range(P)] for _ in range(D)]
         for r in d["ranks"]:
-            grid[int(r["replica"])][int(r["stage"])] = str(r["device"])
+            slots[int(r["replica"])][int(r["stage"])][int(r.get("tensor_rank", 0))] = str(r["device"])
+        grid = [[[s[i] for i in sorted(s)] if len(s) > 1 else next(iter(s.values()), "") for s in row]
+                for row in slots]
         cuts = [int(s["layers"][0]) for s in d["stages"]] + [int(d["stages"][-1]["layers"][1])]
         mb = [int(r["micro_batches"]) for r in d["replicas"]]
     except (KeyError, IndexError, TypeError, ValueError) as e:

@@ -146,6 +146,8 @@ def instance_schema() -> dict[str, Any]:
                              "max_devices": _int("max_devices"), "exposed_comm": _num(nonneg=True, maximum=1),
                              "accumulation_steps": _int("accumulation_steps"),
                              "host_stack_gbps": _num("host_stack_gbps", positive=True),
+                             "zero_stage": {"enum": [0, 1, 2], "description": "ZeRO stage of the data-parallel "
+                                                                             "group (model.md §15); default 0"},
                              "tensor_parallel": {"oneOf": [{"const": "auto"},
                                                            {"type": "array", "minItems": 1, "maxItems": 16,
                                                             "uniqueItems": True,

@@ -23,7 +23,7 @@ register("plain-ga", _S + "search.plain_ga", kind="baseline", options=MemeticOpt
 register("megatron-uniform", _S + "baselines.rules:megatron_uniform", kind="baseline", options=NoOptions)
 register("proportional", _S + "baselines.rules:proportional", kind="baseline", options=NoOptions)
 register("greedy", _S + "baselines.rules:greedy", kind="baseline", options=NoOptions)
-register("dtfm", _S + "baselines.dtfm", kind="baseline", options=DtfmOptions)
+register("dtfm", _S + "baselines.dtfm", kind="baseline", options=DtfmOptions, tensor_parallel=False)
 
 
 def check_options(name: str, extra: Mapping[str, Any]) -> Options | None:

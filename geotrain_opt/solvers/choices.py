@@ -81,6 +81,18 @@ def over_degrees(fn: SolverFn) -> SolverFn:
     return solve
 
 
+def at_degree_one(fn: SolverFn) -> SolverFn:
+    """``fn`` on one GPU per slot only, whatever degrees the instance offers (a planner
+    without tensor parallelism, as DT-FM's scheduler is: model.md §14)."""
+    @wraps(fn)
+    def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+        if tensor.degrees(inst) == (1,):
+            return fn(inst, opts)
+        one = tensor.at_degree(inst, 1)
+        return fn(one, replace(opts, hint=as_groups(one, opts.hint)))
+    return solve
+
+
 def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Case], key: str,
                every: bool = True) -> SolverResult:
     """``fn`` on each case on its share of the time left, in proportion to its devices

@@ -33,6 +33,8 @@ class SolverSpec:
     options: type[Options] | None = None
     # searches micro-batch size and recomputation (§11) itself; else ``get`` runs it per choice
     choices: bool = False
+    # plans tensor-parallel groups (§14): ``get`` runs it at every degree; else at degree 1 only
+    tensor_parallel: bool = True
 
     def load(self) -> SolverFn:
         if callable(self.target):
@@ -46,12 +48,15 @@ _SPECS: dict[str, SolverSpec] = {}
 
 def register(name: str, target: str | Callable | None = None, *, kind: str = "heuristic",
              pareto: str | None = None, certify: bool = False,
-             options: type[Options] | None = None, choices: bool = False) -> str | Callable:
+             options: type[Options] | None = None, choices: bool = False,
+             tensor_parallel: bool = True) -> str | Callable:
     """Add (or replace) a solver. With ``target`` omitted it is a decorator:
     ``@register("mine", kind="baseline")`` above ``def solve(inst, opts)``.
     ``options``: the frozen :class:`~.options.Options` dataclass of what it takes
     in ``SolveOptions.extra`` (``None``: not checked). ``choices``: it searches the
-    model's micro-batch sizes and recomputation itself (else ``get`` runs it per choice)."""
+    model's micro-batch sizes and recomputation itself (else ``get`` runs it per choice).
+    ``tensor_parallel`` False: a planner without tensor parallelism (DT-FM's), run at
+    degree 1 only."""
     if kind not in KINDS:
         raise SolverError(f"register {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
@@ -61,7 +66,7 @@ def register(name: str, target: str | Callable | None = None, *, kind: str = "he
         raise SolverError(f"register {name!r}: pareto must be one of {', '.join(PARETO_MODES)} or None, got {pareto!r}")
 
     def add(fn: str | Callable) -> str | Callable:
-        _SPECS[name] = SolverSpec(name, fn, kind, pareto, certify, options, choices)
+        _SPECS[name] = SolverSpec(name, fn, kind, pareto, certify, options, choices, tensor_parallel)
         return fn
 
     if target is None:
@@ -85,6 +90,7 @@ def get(name: str) -> SolverFn:
     """The solver, run at every tensor-parallel degree the instance offers and over
     the micro-batch sizes and recomputations it offers (choices.py; a plain call where
     it offers none, or where the solver searches them itself)."""
-    from geotrain_opt.solvers.choices import over_choices, over_degrees
+    from geotrain_opt.solvers.choices import at_degree_one, over_choices, over_degrees
     s = spec(name)
-    return over_degrees(s.load() if s.choices else over_choices(s.load()))
+    fn = s.load() if s.choices else over_choices(s.load())
+    return over_degrees(fn) if s.tensor_parallel else at_degree_one(fn)

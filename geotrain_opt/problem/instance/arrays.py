@@ -36,6 +36,8 @@ class InstanceArrays:
     A: float                 # stage-boundary message, bytes
     state_bytes: float
     grad_bytes: float
+    sharded_bytes: float     # §15: bytes of state_bytes divided over the D replicas of a stage (ZeRO)
+    ring_bytes: float        # §15: bytes per parameter of each of a ring's two passes (grad_bytes; ZeRO: their mean)
     M: int
     L: int
     gpipe: bool
@@ -95,7 +97,7 @@ class InstanceArrays:
             w_prefix=pre(w), par_prefix=pre(par), act_prefix=pre(act),
             head_work=m.head_work_flop(), fwd_share=m.layer_forward_flop() / m.layer_work_flop(), emb_params=m.embedding_params(),
             head_params=m.head_params(), logits=m.logits_bytes(), A=m.boundary_bytes(),
-            state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, M=m.num_micro_batches, L=L,
+            state_bytes=m.state_bytes, grad_bytes=m.grad_bytes, **_zero(inst), M=m.num_micro_batches, L=L,
             gpipe=inst.options.schedule == "gpipe", uniform=inst.options.batch_split == "uniform",
             net_j_per_byte=inst.net_j_per_byte,
             kappa=inst.options.exposed_comm, mu=mu, exposed=exposed, inv_cap=inv_cap, cap_alpha=cap_alpha, steps=inst.options.accumulation_steps,
@@ -106,6 +108,19 @@ class InstanceArrays:
                   arrs.inv_cap, arrs.cap_alpha, arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs
+
+
+def _zero(inst: Instance) -> dict:
+    """ZeRO (model.md §15): stage 1 divides the optimizer state (the training state
+    less the weights and gradients) over the replicas, stage 2 the gradients too; both
+    reduce-scatter the gradients and all-gather the weights instead of an all-reduce."""
+    m, z = inst.model, inst.options.zero_stage
+    opt = m.state_bytes - m.precision_bytes - m.grad_bytes
+    sharded = 0.0 if z == 0 else opt if z == 1 else opt + m.grad_bytes
+    return {"sharded_bytes": float(sharded),
+            # reduce-scatter of the gradients, all-gather of the weights (ZeRO) or of the
+            # summed gradients (an all-reduce): each pass moves (D-1)/D of its bytes
+            "ring_bytes": float(m.grad_bytes) if z == 0 else (m.grad_bytes + m.precision_bytes) / 2.0}
 
 
 def _inv_capacity(inst: Instance, regions: dict[str, int], reg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

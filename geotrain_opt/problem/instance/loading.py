@@ -136,6 +136,7 @@ def instance_from_dict(data: Any, default_name: str = "instance") -> Instance:
                     options=options, objective=objective, egress_usd_per_byte=egress, carbon_region=carbon,
                     wan_capacity=capacity)
     inst = _resolve_degrees(inst)
+    _check_zero(inst)
     inst.check_priced()
     _check_fits_somewhere(inst)
     return inst
@@ -350,7 +351,7 @@ def _gbps(bps: float | None) -> str:
 
 def _read_options(r: _Reader, n: int) -> Options:
     r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices", "exposed_comm",
-                    "accumulation_steps", "host_stack_gbps", "tensor_parallel"})
+                    "accumulation_steps", "host_stack_gbps", "tensor_parallel", "zero_stage"})
     head = r.number("memory_headroom", 0.9, positive=True)
     if head > 1:
         raise InstanceError(r.sub("memory_headroom"), f"must be in (0, 1], got {head}")
@@ -362,7 +363,19 @@ def _read_options(r: _Reader, n: int) -> Options:
     stack = 1.0 / units.gbps_to_bytes_per_s(r.number("host_stack_gbps", positive=True)) if r.has("host_stack_gbps") else 0.0
     return Options(head, r.choice("schedule", SCHEDULES, "1f1b"),
                    r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps, stack,
-                   _read_degrees(r))
+                   _read_degrees(r), _read_zero(r))
+
+
+def _read_zero(r: _Reader) -> int:
+    """``options.zero_stage`` (§15): 0, 1 or 2."""
+    z = r.integer("zero_stage", 0, minimum=0)
+    if z == 3:
+        raise InstanceError(r.sub("zero_stage"), "ZeRO-3 is not modelled: it gathers every stage's parameters "
+                                                 "for each micro-batch, and with pipelines DeepSpeed and "
+                                                 "Megatron-LM refuse it (use 1 or 2)")
+    if z > 3:
+        raise InstanceError(r.sub("zero_stage"), f"must be 0, 1 or 2, got {z}")
+    return z
 
 
 def _read_degrees(r: _Reader) -> tuple[int, ...]:
@@ -378,6 +391,16 @@ def _read_degrees(r: _Reader) -> tuple[int, ...]:
     if len(set(raw)) != len(raw):
         raise InstanceError(r.sub("tensor_parallel"), f"degrees repeated in {raw}")
     return tuple(sorted(raw))
+
+
+def _check_zero(inst: Instance) -> None:
+    """ZeRO shards the optimizer state (the training state less the weights and
+    gradients) and, at stage 2, the gradients: state_bytes must cover both (§15)."""
+    m = inst.model
+    if inst.options.zero_stage and m.state_bytes < m.precision_bytes + m.grad_bytes:
+        raise InstanceError("options.zero_stage", f"model.state_bytes {m.state_bytes:g} must be at least "
+                                                  f"precision_bytes + grad_bytes = {m.precision_bytes + m.grad_bytes:g} "
+                                                  f"(the weights and gradients it holds)")
 
 
 def _resolve_degrees(inst: Instance) -> Instance:
@@ -438,8 +461,9 @@ def _check_fits(inst: Instance) -> None:
     a = inst.arrays
     cap = float(a.mem_cap.max())
     L = a.L
-    first = stage_memory_of(a, 2, 0, 0, 1, 1) if L > 1 else stage_memory_of(a, 1, 0, 0, 1, 1)
-    last = stage_memory_of(a, 2, 1, L - 1, L, 1) if L > 1 else first
+    D = min(inst.n, a.M)            # ZeRO (§15): the most replicas share the state the most
+    first = stage_memory_of(a, 2, 0, 0, 1, 1, D) if L > 1 else stage_memory_of(a, 1, 0, 0, 1, 1, D)
+    last = stage_memory_of(a, 2, 1, L - 1, L, 1, D) if L > 1 else first
     worst, what = (first, "the first stage (embeddings + one layer)") if first > last else (last, "the last stage (one layer + LM head)")
     if worst > cap:
         raise InstanceError("model", f"fits on no subset of devices: {what} needs {worst / units.GIB:.2f} GiB "
@@ -459,7 +483,8 @@ def _check_whole(inst: Instance) -> None:
     a = inst.arrays
     L = a.L
     k = min(inst.n, L, inst.options.max_devices or inst.n)
-    total = (a.state_bytes * float(a.par_prefix[-1] + a.emb_params + a.head_params)
+    from geotrain_opt.cost.stagecost import state_per_param
+    total = (state_per_param(a, min(inst.n, a.M)) * float(a.par_prefix[-1] + a.emb_params + a.head_params)
              + float(a.act_prefix[-1]) + a.logits)
     room = float(np.sort(a.mem_cap)[::-1][:k].sum())
     if total > room:

@@ -131,6 +131,8 @@ class Options:
     stack_s_per_byte: float = 0.0    # 1/gamma: the hosts' network stack, exposed on messages between nodes
     # §14: the tensor-parallel degrees the solvers search (1: none); a plan may give any
     tensor_parallel: tuple[int, ...] = (1,)
+    # §15: ZeRO stage of the data-parallel group (0: none, 1: optimizer state, 2: and gradients)
+    zero_stage: int = 0
 
 
 @dataclass(frozen=True)

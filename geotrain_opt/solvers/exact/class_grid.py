@@ -142,7 +142,7 @@ class _GridModel:
         self.ell = ell = [md.new_int_var(1, top, f"layers{j}") for j in range(P)]
         md.add(sum(ell) == a.L)
         # a stage's (class, layers) pairs are those that fit in memory
-        self.fits = {(j, c, l): stage_memory_of(a, P, j, 0, l, self.q) <= cl.mem[c]
+        self.fits = {(j, c, l): stage_memory_of(a, P, j, 0, l, self.q, D) <= cl.mem[c]
                      for j in range(P) for c in range(C) for l in range(1, top + 1)}
         self.x = x = [[md.new_int_var(0, C - 1, f"class{k}_{j}") for j in range(P)] for k in range(D)]
         self.on = on = [[[md.new_bool_var("") for _c in range(C)] for _j in range(P)] for _k in range(D)]
@@ -272,7 +272,7 @@ class _GridModel:
         alv = sorted(set(cl.walk_al.values()) | {float(cl.al[c, c]) for c in range(C)})
         levels = 3 if cl.labelled else 2
         lab_tab = self._label_table(ibv, alv, levels)
-        coef = 2.0 * (D - 1) / D * a.grad_bytes
+        coef = 2.0 * (D - 1) / D * a.ring_bytes
         for j in range(P):
             labs = []
             for c in range(C):

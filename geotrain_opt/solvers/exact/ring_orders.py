@@ -143,7 +143,7 @@ def _circuit_order(inst: Instance, cl: _Classes, cls: np.ndarray, N: list[float]
     arcs = {(i, k): md.new_bool_var("") for i in range(D) for k in range(D) if i != k}
     md.add_circuit([(i, k, v) for (i, k), v in arcs.items()])
     Z = md.new_int_var(0, 2 ** 50, "largest")
-    coef = 2.0 * (D - 1) / D * a.grad_bytes
+    coef = 2.0 * (D - 1) / D * a.ring_bytes
     for j in range(P):
         ib = cl.ib[cls[:, j][:, None], cls[:, j][None, :]]
         al = cl.al[cls[:, j][:, None], cls[:, j][None, :]]

@@ -201,7 +201,7 @@ class _Model:
             # 1F1B's window: at most q_f + 1 round trips of at most P rows and 2(P-1) hops per flush
             Tk_ub = max(Tk_ub, (M + min(a.steps, M)) * (P * tau_ub + 2 * (P - 1) * lk_ub) + M * tau_ub)
         self.N_tot = N_tot = float(a.par_prefix[-1] + a.emb_params + a.head_params)
-        self.cring = cring = 2.0 * (D - 1) / D * a.grad_bytes
+        self.cring = cring = 2.0 * (D - 1) / D * a.ring_bytes
         R_ub = cring * N_tot * float(a.inv_beta.max()) + 2.0 * (D - 1) * float(a.alpha.max()) if D > 1 else 0.0
         if D > 1 and a.shared_wan:         # §3.2: every ring edge of every stage over one pair
             R_ub = max(R_ub, cring * N_tot * D * float(a.inv_cap.max()) + float(a.cap_alpha.max()))
@@ -357,15 +357,15 @@ class _Model:
         return rows
 
     def memory(self) -> None:
-        """state*N_j + act_j*inflight (+ logits) <= usable memory of u, if u holds slot (k, j)."""
-        a, be, K, J, U, P, x = self.a, self.be, self.K, self.J, self.U, self.P, self.x
+        """state*N_j + act_j*inflight (+ logits) <= memory of u if u holds (k, j); state at D (ZeRO, §15)."""
+        a, be, K, J, U, P, x, state = self.a, self.be, self.K, self.J, self.U, self.P, self.x, sc.state_per_param(self.a, self.D)
         for k in K:
             for j in J:
                 for m, _S, q, lits in self.m_cases(k):
                     infl = int(sc.inflight(a, P, j, q))
-                    terms = _scaled(self.Npar[j], a.state_bytes) + _scaled(self.act[j], infl)
+                    terms = _scaled(self.Npar[j], state) + _scaled(self.act[j], infl)
                     logits = a.logits * int(sc.logits_inflight(a, infl)) if j == P - 1 else 0.0
-                    const = a.state_bytes * self.N_c[j] + logits
+                    const = state * self.N_c[j] + logits
                     for u in U:
                         self.tick()
                         be.le(terms, float(self.mem_cap[u]) - const, 1.0, (x[u, k, j],) + lits)
