@@ -159,7 +159,6 @@ def test_plan_file_keeps_groups_and_old_plans_still_load():
 @pytest.mark.parametrize("grid, message", [
     ([[["a0", "b0"]]], "one type on one node"),
     ([[["a0", "a0"]]], "names a GPU twice"),
-    ([[["a0", "a1"], "b0"]], "one tensor-parallel degree"),
     ([[["a0", "zz"]]], "unknown device id 'zz'"),
 ])
 def test_bad_groups_are_plan_errors(grid, message):
@@ -239,3 +238,71 @@ def test_dtfm_plans_without_tensor_parallelism():
     res = gt.solve(inst, "dtfm", time_limit=20, seed=0)
     assert res.plan.tp == 1 and "tensor_parallel" not in res.stats
     assert res.plan == gt.solve(plain, "dtfm", time_limit=20, seed=0).plan
+
+
+def test_a_group_beside_a_single_gpu_costs_as_two_devices():
+    """Degrees 2 and 1 in one plan (model.md §14): between a group of two and one GPU
+    one stream (the single GPU's link, the whole host-stack time); the group keeps its
+    speed, memory and power."""
+    g2 = {"peak_tflops": sigma_group() / 1e12, "efficiency": 1.0, "memory_gib": 2.0, "busy_w": 600.0, "wait_w": 100.0}
+    hand = instance_from_dict({"name": "by-hand", "model": dict(MODEL), "gpu_types": {"X2": g2, "X": dict(GPU)},
+                               "devices": [{"id": "A", "type": "X2", "region": "r", "node": "a"},
+                                           {"id": "b0", "type": "X", "region": "r", "node": "b"}],
+                               "network": {"intra_region": {"latency_ms": 5.0, "bandwidth_gbps": 1.024}},
+                               "options": {"host_stack_gbps": 4.0}})
+    inst = instance_from_dict(physical())
+    for grid, hgrid, mb in (([[["a0", "a1"], "b0"]], [["A", "b0"]], [4]), ([["b0", ["a0", "a1"]]], [["b0", "A"]], [4]),
+                            ([[["a0", "a1"]], ["b0"]], [["A"], ["b0"]], [2, 2])):
+        cuts = [0, 1, 2] if len(grid[0]) == 2 else [0, 2]
+        ev = evaluate(inst, Plan.from_dict({"grid": grid, "cuts": cuts, "micro_batches": mb}))
+        ref = evaluate(hand, Plan.from_dict({"grid": hgrid, "cuts": cuts, "micro_batches": mb}))
+        for f in ("time_s", "energy_j", "pipeline_s", "allreduce_s", "busy_j", "wait_j"):
+            assert getattr(ev, f) == pytest.approx(getattr(ref, f), rel=1e-12), (grid, f)
+        assert ev.memory_bytes["b0"] == pytest.approx(ref.memory_bytes["b0"], rel=1e-12)
+        assert 2 * ev.memory_bytes["a0"] == pytest.approx(ref.memory_bytes["A"], rel=1e-12)
+
+
+def two_types() -> dict:
+    """Node a: two GPUs of type X; node b: two of type Y, half as fast."""
+    d = physical()
+    d["gpu_types"]["Y"] = {**GPU, "peak_tflops": 0.0005}
+    for dev in d["devices"]:
+        dev["type"] = "X" if dev["node"] == "a" else "Y"
+    return d
+
+
+def test_each_type_at_its_own_degree_exact_equals_enumeration():
+    """With two GPU types the solvers also search each type at its own degree (X at 2
+    and Y at 1, and the reverse): CP-SAT, the MILP and brute force prove the least time
+    of every plan of every such case, enumerated here."""
+    from geotrain_opt.problem.instance import tensor
+    inst = instance_from_dict(two_types())
+    cases = tensor.cases(inst)
+    assert cases == [1, 2, {"X": 1, "Y": 2}, {"X": 2, "Y": 1}]
+    best, best_mixed = float("inf"), float("inf")
+    for t in cases:
+        slots = [inst.ids[g[0]] if len(g) == 1 else tuple(inst.ids[i] for i in g) for g in tensor.aligned_groups(inst, t)]
+        for plan in _every_plan(inst, slots):
+            ev = evaluate(inst, plan)
+            if ev.feasible:
+                best = min(best, ev.time_s)
+                if isinstance(t, dict):
+                    best_mixed = min(best_mixed, ev.time_s)
+    assert best_mixed < min(evaluate(inst, p).time_s for p in _every_plan(inst, [("a0", "a1"), ("b0", "b1")]))
+    for solver in ("cpsat", "milp", "bruteforce"):
+        res = gt.solve(inst, solver, time_limit=60, seed=0)
+        assert res.status == "optimal" and res.evaluation.time_s == pytest.approx(best, rel=1e-9), solver
+        assert len(res.stats["tensor_parallel"]) == 4
+
+
+def test_heuristics_race_the_cases_and_search_the_best_three():
+    """Four cases (degrees 1, 2 and each type at its own): a heuristic ranks them by
+    their greedy plans and searches the three best; the one left out is reported with
+    its greedy value, which no searched case's result is worse than."""
+    inst = instance_from_dict(two_types())
+    res = gt.solve(inst, "random-search", time_limit=10, seed=0)
+    rows = res.stats["tensor_parallel"]
+    searched = [r for r in rows if r["status"] != "not searched"]
+    out = [r for r in rows if r["status"] == "not searched"]
+    assert len(rows) == 4 and len(searched) == 3 and len(out) == 1
+    assert res.evaluation.time_s <= out[0]["greedy_value"] * (1 + 1e-12)

@@ -141,7 +141,8 @@ def _print_result(inst: Instance, res) -> None:
     m = inst.model
     extra = "" if p.micro_batch is None and p.recompute is None and not inst.has_choices else \
         f", micro-batch size {p.micro_batch or m.micro_batch}, recompute {p.recompute or m.recompute}"
-    tp = f", tensor-parallel degree {p.tp}" if p.tp > 1 else ""
+    sizes = sorted({1 if isinstance(g, str) else len(g) for row in p.grid for g in row})
+    tp = f", tensor-parallel degree{'s' if len(sizes) > 1 else ''} {'/'.join(map(str, sizes))}" if p.tp > 1 else ""
     print(f"plan: D={p.replicas} x P={p.stages}{tp}, cuts {list(p.cuts)}, micro-batches {list(p.micro_batches)}{extra}")
     for k, row in enumerate(p.grid):
         print(f"  replica {k}: {' -> '.join(slot_label(g) + (f' @{p.clock(g):g}' if p.clock(g) != 1.0 else '') for g in row)}")

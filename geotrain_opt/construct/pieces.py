@@ -49,7 +49,7 @@ def uniform_cuts(L: int, P: int) -> list[int]:
 
 def shape_ok(inst: Instance, D: int, P: int) -> bool:
     """Can plans of shape (D, P) exist at all (devices, layers, micro-batches, split)?"""
-    n = inst.n if inst.options.max_devices is None else min(inst.n, inst.options.max_devices)
+    n = inst.n if inst.slot_limit is None else min(inst.n, inst.slot_limit)
     M = inst.model.num_micro_batches
     if D < 1 or P < 1 or D * P > n or P > inst.model.layers or D > M:
         return False
@@ -59,8 +59,8 @@ def shape_ok(inst: Instance, D: int, P: int) -> bool:
 def feasible_shapes(inst: Instance, max_devices: int | None = None) -> list[tuple[int, int]]:
     """All (D, P) a plan may take: D*P <= devices, P <= layers, D admissible for the split."""
     n = inst.n if max_devices is None else min(inst.n, max_devices)
-    if inst.options.max_devices is not None:
-        n = min(n, inst.options.max_devices)
+    if inst.slot_limit is not None:          # GPUs over the group size (model.md §14)
+        n = min(n, inst.slot_limit)
     M, L = inst.model.num_micro_batches, inst.model.layers
     out = []
     for D in range(1, n + 1):

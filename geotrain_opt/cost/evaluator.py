@@ -85,8 +85,9 @@ def evaluate(inst: Instance, plan: Plan) -> Evaluation:
     memory = x.memory(violations)
     if inst.physical is not None:             # per GPU: each of a group's t GPUs holds 1/t (§14)
         names = {d.id: [inst.physical.ids[i] for i in grp] for d, grp in zip(inst.devices, inst.groups)}
-        memory = {d: b / inst.tp for g, b in memory.items() for d in names[g]}
-    limits = limit_violations(inst, T, E, x.D * x.P, cost, carbon)
+        memory = {d: b / len(names[g]) for g, b in memory.items() for d in names[g]}
+    gpus = sum(len(inst.groups[g]) if inst.groups else 1 for row in x.g_idx for g in row)
+    limits = limit_violations(inst, T, E, gpus, cost, carbon)
     return Evaluation(not violations, violations, T, E, pipeline, allreduce, busy, wait, network,
                       memory, Tk, R, cross, not limits, limits, cost, carbon, starts)
 
@@ -142,7 +143,9 @@ class _Terms:
             occ = [A * a.inv_beta[u, v] for u, v in links]
             x = [a.alpha[u, v] + o for (u, v), o in zip(links, occ)]
             # exposed time of a message: kappa of its transfer, A / gamma if it leaves the node
-            e = [0.0] + [kappa * o + (mu if dev[u].node != dev[v].node else 0.0)
+            # (over the parallel streams of two tensor-parallel groups, §14)
+            streams = self.inst.streams
+            e = [0.0] + [kappa * o + (mu / (1.0 if streams is None else streams[u, v]) if dev[u].node != dev[v].node else 0.0)
                          for (u, v), o in zip(links, occ)] + [0.0]     # e_{k,-1} = e_{k,P-1} = 0
             row = [t[k][j] + 2.0 * (e[j] + e[j + 1]) for j in range(P)]
             # the drain from stage j's last backward to stage 0's: d_kj = sum_{i<j} b_ki + x_ki,
@@ -449,7 +452,7 @@ class BatchEvaluator:
         flat = np.sort(grid.reshape(n, D * P), axis=1)
         ok &= (np.diff(flat, axis=1) != 0).all(axis=1)
         return BatchResult(T, E, ok, pipeline, allreduce, busy, wait, network, mem,
-                           self._limits(T, E, D * P, priced), priced.get("cost_usd"), priced.get("carbon_g"))
+                           self._limits(T, E, D * P * self.inst.tp, priced), priced.get("cost_usd"), priced.get("carbon_g"))
 
     def _limits(self, T: np.ndarray, E: np.ndarray, n_dev: int, priced: dict[str, np.ndarray]) -> np.ndarray:
         obj, opt = self.inst.objective, self.inst.options

@@ -49,7 +49,7 @@ def plan_errors(inst: Instance, plan: Plan) -> list[str]:
 
 def group_errors(inst: Instance, plan: Plan) -> list[str]:
     """What makes a plan's tensor-parallel groups not groups (model.md §14): GPUs of
-    one type on one node, every group of the plan of one size."""
+    one type on one node, each GPU once."""
     errors = []
     for grp in plan.groups:
         devs = [inst.devices[inst.index[d]] for d in grp]
@@ -59,10 +59,6 @@ def group_errors(inst: Instance, plan: Plan) -> list[str]:
         if len(set(grp)) < len(grp):
             errors.append(f"grid: tensor-parallel group {list(grp)} names a GPU twice")
             break
-    sizes = sorted({len(g) if not isinstance(g, str) else 1 for row in plan.grid for g in row})
-    if len(sizes) > 1:
-        errors.append(f"grid: every slot of a plan needs one tensor-parallel degree (mixed degrees are not "
-                      f"modelled yet), got {', '.join(map(str, sizes))}")
     return errors
 
 
@@ -75,7 +71,7 @@ def check_plan(inst: Instance, plan: Plan, what: str = "plan", costable: bool = 
     errors = plan_errors(inst, plan)
     # a replica without a positive micro-batch count has no time to report (negative
     # times and energies), so that is a fault like bad cuts, not an infeasible plan
-    fatal = ("cuts", "grid: unknown", "grid: tensor", "grid: every slot", "clocks",
+    fatal = ("cuts", "grid: unknown", "grid: tensor", "clocks",
              "micro_batches: need positive integers, got")
     rest_ok = [e for e in errors if not e.startswith(fatal)] if costable else []
     errors = [e for e in errors if e not in rest_ok]
@@ -104,7 +100,7 @@ def resolve(inst: Instance, plan: Plan) -> tuple[Instance, Plan]:
     from dataclasses import replace
 
     from geotrain_opt.problem.instance.tensor import group_instance
-    slots = [g for row in plan.grid for g in row]
+    slots = [(g,) if isinstance(g, str) else g for row in plan.grid for g in row]
     key = tuple(sorted(set(slots)))
     cache = inst._cache.setdefault("tp_plans", {})
     if key not in cache:

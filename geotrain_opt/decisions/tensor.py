@@ -16,14 +16,20 @@ if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.problem.plan import Plan
 
 
-def at_degrees(inst: "Instance") -> list[tuple[int, "Instance"]]:
-    """Every degree the instance lets the solvers search at which some group exists
-    and the device limit allows one, with the instance of its groups."""
+def at_degrees(inst: "Instance") -> list[tuple["int | dict[str, int]", "Instance"]]:
+    """Every degree (or per-type degrees) the instance lets the solvers search at
+    which some group exists and the device limit allows one, with the instance of
+    its groups; fewest units first: they solve sooner, and a solver's time left
+    passes on to the cases of many small units, which need it most."""
     from geotrain_opt.problem.instance import tensor
-    # largest first: fewer, faster units solve sooner, and a solver's time left passes on
-    # to the degrees of many small units, which need it most
-    return [(t, tensor.at_degree(inst, t)) for t in sorted(tensor.degrees(inst), reverse=True)
-            if tensor.aligned_groups(inst, t) and (inst.options.max_devices or t) >= t]
+    out = []
+    for t in tensor.cases(inst):
+        if not tensor.aligned_groups(inst, t):
+            continue
+        at = tensor.at_degree(inst, t)
+        if at.slot_limit is None or at.slot_limit >= 1:
+            out.append((t, at))
+    return sorted(out, key=lambda c: c[1].n)
 
 
 def members(inst: "Instance") -> dict[str, tuple[str, ...]]:
@@ -37,7 +43,7 @@ def ungroup(inst: "Instance", plan: "Plan | None") -> "Plan | None":
     itself where ``inst`` is not a group instance."""
     if plan is None or inst.physical is None:
         return plan
-    names = members(inst)
+    names = {k: v if len(v) > 1 else v[0] for k, v in members(inst).items()}
     return replace(plan, grid=tuple(tuple(names[g] for g in row) for row in plan.grid))
 
 
@@ -49,7 +55,7 @@ def as_groups(inst: "Instance", plan: "Plan | None") -> "Plan | None":
     if inst.physical is None:
         return plan if not plan.groups else None
     ids = {v: k for k, v in members(inst).items()}
-    slots = [g for row in plan.grid for g in row]
-    if any(isinstance(g, str) or g not in ids for g in slots):
+    slots = [(g,) if isinstance(g, str) else g for row in plan.grid for g in row]
+    if any(g not in ids for g in slots):
         return None
-    return replace(plan, grid=tuple(tuple(ids[g] for g in row) for row in plan.grid))
+    return replace(plan, grid=tuple(tuple(ids[(g,) if isinstance(g, str) else g] for g in row) for row in plan.grid))

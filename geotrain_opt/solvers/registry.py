@@ -93,4 +93,4 @@ def get(name: str) -> SolverFn:
     from geotrain_opt.solvers.choices import at_degree_one, over_choices, over_degrees
     s = spec(name)
     fn = s.load() if s.choices else over_choices(s.load())
-    return over_degrees(fn) if s.tensor_parallel else at_degree_one(fn)
+    return over_degrees(fn, race=s.kind != "exact") if s.tensor_parallel else at_degree_one(fn)

@@ -83,7 +83,9 @@ class InstanceArrays:
         np.fill_diagonal(inv_beta, 0.0)
         node = _codes([d.node for d in inst.devices])
         mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
-        exposed = inst.options.exposed_comm * m.boundary_bytes() * inv_beta + mu * (node[:, None] != node[None, :])
+        # the host stack's share of a message: A / gamma over its parallel streams (§14)
+        host = (node[:, None] != node[None, :]) / (inst.streams if inst.streams is not None else 1.0)
+        exposed = inst.options.exposed_comm * m.boundary_bytes() * inv_beta + mu * host
         np.fill_diagonal(exposed, 0.0)
         arrs = InstanceArrays(
             speed=np.array([d.speed_at(m.micro_batch * m.seq_len) for d in inst.devices]),

@@ -170,7 +170,9 @@ class Instance:
     # (``groups``: their members' rows there, all of ``tp`` GPUs); None for GPUs
     physical: "Instance | None" = field(default=None, repr=False)
     groups: tuple[tuple[int, ...], ...] = ()
-    tp: int = 1
+    tp: int = 1                  # the largest group's size (its GPUs per slot where all are alike)
+    # (n, n) parallel streams between two devices (a group pair: the smaller group's size); None: 1
+    streams: "np.ndarray | None" = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------- derived arrays
@@ -228,6 +230,12 @@ class Instance:
         if (o.kind == "carbon" or o.max_carbon_g is not None) and not self.carbon_priced:
             raise InstanceError("objective.kind" if o.kind == "carbon" else "objective.max_carbon_g",
                                 "carbon needs energy.carbon_g_per_kwh of at least one region")
+
+    @property
+    def slot_limit(self) -> int | None:
+        """``max_devices`` in slots: GPUs over the group size (one degree per instance)."""
+        m = self.options.max_devices
+        return None if m is None else m // self.tp
 
     def variant(self, micro_batch: int | None = None, recompute: str | None = None) -> "Instance":
         """The instance with the model's micro-batch size and recomputation fixed to a

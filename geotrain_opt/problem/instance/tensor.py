@@ -10,6 +10,7 @@ plan by costing the group instance: nothing below the instance knows about TP.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
@@ -54,6 +55,8 @@ def group_device(inst: "Instance", members: Sequence[int]) -> "Device":
     one layer; t times a member's memory, and the members' powers and prices summed."""
     devs = [inst.devices[i] for i in members]
     t, m = len(devs), inst.model
+    if t == 1:      # a GPU beside groups: itself, its NIC share already in the links
+        return replace(devs[0], nic_bps=None)
     w = m.layer_work_flop()
     one = min(d.speed_at(m.micro_batch * m.seq_len / t) for d in devs)
     speed = w / (w / (t * one) + layer_comm_s(inst, members))
@@ -65,49 +68,63 @@ def group_device(inst: "Instance", members: Sequence[int]) -> "Device":
 
 
 def group_instance(inst: "Instance", groups: list[tuple[int, ...]]) -> "Instance":
-    """The instance whose devices are ``groups`` (rows of ``inst``'s GPUs, each of the
-    same size t): links of t streams, the host stack's share of a message 1/t, the
-    device limit counted in groups. A group's i-th GPU talks to the i-th of another."""
-    t = len(groups[0])
-    idx = np.array(groups, dtype=np.int64).reshape(len(groups), t)
+    """The instance whose devices are ``groups`` (rows of ``inst``'s GPUs; a group of
+    one is that GPU): between two groups of t and t' GPUs, min(t, t') parallel streams
+    (the i-th GPU of one talks to the i-th of the other), so the pair's bandwidth is
+    that many times its slowest stream's and a message's host-stack time is divided by
+    it; ``max_devices`` still counts GPUs (``Instance.slot_limit`` turns it into slots)."""
+    G = len(groups)
+    size = np.array([len(g) for g in groups], dtype=np.int64)
+    idx = np.full((G, int(size.max())), -1, dtype=np.int64)
+    for r, g in enumerate(groups):
+        idx[r, :len(g)] = g
     a = inst.arrays
-    alpha = np.zeros((len(groups), len(groups)))
+    alpha = np.zeros((G, G))
     inv = np.zeros_like(alpha)
-    for i in range(t):
-        pick = np.ix_(idx[:, i], idx[:, i])
-        alpha = np.maximum(alpha, inst.alpha[pick])
-        inv = np.maximum(inv, a.inv_beta[pick])      # NIC shares and capacities folded in already
+    for i in range(idx.shape[1]):
+        on = np.flatnonzero(size > i)              # the groups with an i-th GPU
+        pick = np.ix_(idx[on, i], idx[on, i])
+        block = np.ix_(on, on)
+        alpha[block] = np.maximum(alpha[block], inst.alpha[pick])
+        inv[block] = np.maximum(inv[block], a.inv_beta[pick])  # NIC shares and capacities folded in already
+    streams = np.minimum(size[:, None], size[None, :]).astype(float)
     with np.errstate(divide="ignore"):
-        beta = np.where(inv > 0, t / np.where(inv > 0, inv, 1.0), np.inf)
+        beta = np.where(inv > 0, streams / np.where(inv > 0, inv, 1.0), np.inf)
     np.fill_diagonal(alpha, 0.0)
     np.fill_diagonal(beta, np.inf)
     egress = inst.egress_usd_per_byte
-    o = inst.options
-    opts = replace(o, stack_s_per_byte=o.stack_s_per_byte / t, tensor_parallel=(1,),
-                   max_devices=None if o.max_devices is None else o.max_devices // t)
-    return replace(inst, name=f"{inst.name} (TP {t})", devices=[group_device(inst, g) for g in groups],
-                   alpha=alpha, beta=beta, options=opts, physical=inst, groups=tuple(map(tuple, groups)), tp=t,
+    return replace(inst, name=f"{inst.name} (TP {'/'.join(map(str, sorted(set(size.tolist()))))})",
+                   devices=[group_device(inst, g) for g in groups], alpha=alpha, beta=beta,
+                   options=replace(inst.options, tensor_parallel=(1,)), physical=inst,
+                   groups=tuple(map(tuple, groups)), tp=int(size.max()), streams=streams,
                    egress_usd_per_byte=None if egress is None else egress[idx[:, 0][:, None], idx[:, 0][None, :]],
                    _cache={})
 
 
-def aligned_groups(inst: "Instance", t: int) -> list[tuple[int, ...]]:
-    """Every node's GPUs of each type in consecutive blocks of t, in the listed order
-    (the GPUs of a node past the last whole block are left out): the groups the
-    solvers choose from at degree t (GPUs of one type on one node are alike, so
-    which t of them form a group does not change a cost, model.md §14)."""
+def aligned_groups(inst: "Instance", t: "int | dict[str, int]") -> list[tuple[int, ...]]:
+    """Every node's GPUs of each type in consecutive blocks of t (or of its type's
+    degree, for a dict type -> degree; a type it omits is left out), in the listed
+    order (the GPUs of a node past the last whole block are left out): the groups the
+    solvers choose from (GPUs of one type on one node are alike, so which of them
+    form a group does not change a cost, model.md §14)."""
     by: dict[tuple[str, str], list[int]] = {}
     for i, d in enumerate(inst.devices):
         by.setdefault((d.node, d.type), []).append(i)
-    return [tuple(rows[s:s + t]) for rows in by.values() for s in range(0, len(rows) - t + 1, t)]
+    out = []
+    for (_node, typ), rows in by.items():
+        k = t if isinstance(t, int) else t.get(typ, 0)
+        if k:
+            out += [tuple(rows[s:s + k]) for s in range(0, len(rows) - k + 1, k)]
+    return out
 
 
-def largest_group(inst: "Instance") -> int:
-    """The most GPUs of one type on one node (the largest degree possible)."""
+def largest_group(inst: "Instance", typ: str | None = None) -> int:
+    """The most GPUs of one type (of ``typ``) on one node: the largest degree possible."""
     count: dict[tuple[str, str], int] = {}
     for d in inst.devices:
-        count[(d.node, d.type)] = count.get((d.node, d.type), 0) + 1
-    return max(count.values())
+        if typ is None or d.type == typ:
+            count[(d.node, d.type)] = count.get((d.node, d.type), 0) + 1
+    return max(count.values(), default=0)
 
 
 def degrees(inst: "Instance") -> tuple[int, ...]:
@@ -115,12 +132,31 @@ def degrees(inst: "Instance") -> tuple[int, ...]:
     return inst.options.tensor_parallel
 
 
-def at_degree(inst: "Instance", t: int) -> "Instance":
-    """The instance of the aligned groups of degree t (``inst`` itself at t = 1)."""
+def at_degree(inst: "Instance", t: "int | dict[str, int]") -> "Instance":
+    """The instance of the aligned groups of degree t, or of each type's degree for a
+    dict type -> degree (``inst`` itself at t = 1)."""
     if t == 1:
         return inst if inst.options.tensor_parallel == (1,) else replace(
             inst, options=replace(inst.options, tensor_parallel=(1,)), _cache={})
+    key = t if isinstance(t, int) else tuple(sorted(t.items()))
     cache = inst._cache.setdefault("tp", {})
-    if t not in cache:
-        cache[t] = group_instance(inst, aligned_groups(inst, t))
-    return cache[t]
+    if key not in cache:
+        cache[key] = group_instance(inst, aligned_groups(inst, t))
+    return cache[key]
+
+
+MAX_MIXED = 8      # per-type degree combinations searched besides the uniform degrees
+
+
+def cases(inst: "Instance") -> list["int | dict[str, int]"]:
+    """What the solvers search (§14): every degree the instance lists, one for all types
+    (a type that cannot form a group of it sits out), and, where the instance holds
+    several GPU types and without ``max_devices``, each type at its own degree, as
+    long as that makes at most ``MAX_MIXED`` further combinations."""
+    out: list = [t for t in degrees(inst)]
+    types = sorted({d.type for d in inst.devices})
+    if len(types) < 2 or inst.options.max_devices is not None:
+        return out
+    each = [[t for t in degrees(inst) if t <= largest_group(inst, typ)] for typ in types]
+    combos = [dict(zip(types, c)) for c in itertools.product(*each) if len(set(c)) > 1]
+    return out + combos if len(combos) <= MAX_MIXED else out
