@@ -306,3 +306,27 @@ def test_heuristics_race_the_cases_and_search_the_best_three():
     out = [r for r in rows if r["status"] == "not searched"]
     assert len(rows) == 4 and len(searched) == 3 and len(out) == 1
     assert res.evaluation.time_s <= out[0]["greedy_value"] * (1 + 1e-12)
+
+
+def test_when_nothing_fits_solve_and_describe_say_why_and_what_would(tmp_path):
+    """1,000,000 usable bytes per GPU: a two-stage pipeline's first stage holds 947,200
+    bytes of state and two micro-batches of 36,096 bytes of activations (1F1B), so no
+    plan fits though the smallest stage alone (983,296) would; solve proves it and
+    says so, term by term, with the levers the instance leaves unused."""
+    d = physical((1,))
+    d["gpu_types"]["X"]["memory_gib"] = 1e6 / 0.9 / 2**30
+    p = tmp_path / "i.json"
+    p.write_text(json.dumps(d))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "geotrain_opt.cli", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    r = run("solve", str(p), "--solver", "cpsat", "--time-limit", "30")
+    assert r.returncode == 1 and "status infeasible" in r.stdout, r.stdout + r.stderr
+    assert "the longest pipeline (2 stages) puts 1 layer(s) on its first stage" in r.stdout
+    assert "activations of 2 micro-batch(es) in flight" in r.stdout
+    for lever in ("options.tensor_parallel: auto", "options.zero_stage: 1", "model.recompute: full",
+                  "model.attention: flash"):
+        assert lever in r.stdout, lever
+    from geotrain_opt.io.diagnose import longest_pipeline
+    P, k, need, _ = longest_pipeline(instance_from_dict(d))
+    assert (P, k) == (2, 1) and need == pytest.approx(947_200 + 2 * 36_096, rel=1e-12)
+    assert "the longest pipeline" in run("describe", str(p)).stdout

@@ -136,6 +136,9 @@ def _print_result(inst: Instance, res) -> None:
         print(f"lower bound {res.best_bound:.6g}: the plan is at most {res.gap:.2%} from optimal")
     if res.plan is None:
         print("no plan found")
+        if res.status == Status.INFEASIBLE:
+            from geotrain_opt.io.diagnose import why_nothing_fits
+            print("\n".join(why_nothing_fits(inst)))
         return
     p = res.plan
     m = inst.model

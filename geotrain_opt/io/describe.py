@@ -129,9 +129,11 @@ def _fits(inst: Instance) -> list[str]:
     """The fewest GPUs the memory-aware greedy check fits the model on, at each
     tensor-parallel degree the instance offers (model.md §14)."""
     from geotrain_opt.decisions.tensor import at_degrees, ungroup
-    cases = at_degrees(inst) if inst.options.tensor_parallel != (1,) else [(1, inst)]
+    # one line per degree (each GPU type at its own degree too would be many more)
+    cases = [c for c in at_degrees(inst) if isinstance(c[0], int)] if inst.options.tensor_parallel != (1,) \
+        else [(1, inst)]
     out = []
-    for t, at in sorted(cases):
+    for t, at in sorted(cases, key=lambda c: c[1].n, reverse=True):
         plan = ungroup(at, smallest_feasible_plan(at))
         tp = f" at tensor-parallel degree {t}" if len(cases) > 1 or t > 1 else ""
         if plan is None:
@@ -141,6 +143,9 @@ def _fits(inst: Instance) -> list[str]:
         out.append(f"fits{tp}: yes, on as few as {len(plan.devices)} GPUs on {nodes} node(s) "
                    f"(D={plan.replicas} x P={plan.stages}, cuts {list(plan.cuts)}, "
                    f"devices {', '.join(map(slot_label, (g for row in plan.grid for g in row)))})")
+    if all(line.startswith(("fits: no", "fits at")) and ": no plan" in line for line in out):
+        from geotrain_opt.io.diagnose import why_nothing_fits
+        out += why_nothing_fits(inst)
     return out
 
 
