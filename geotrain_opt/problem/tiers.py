@@ -4,7 +4,7 @@ component of a higher tier. The bounds and the constructive seeds inside fast
 components both read them (formulations/proofs.md §8)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -26,11 +26,21 @@ def _fewest_segments(sizes: np.ndarray, devices: int, P: int) -> int:
     return full + int(np.searchsorted(held, devices)) + 1
 
 
+class Stopped(Exception):
+    """The caller's time ran out in the middle of a per-instance precomputation (at
+    thousands of GPUs one takes seconds): nothing partial is kept."""
+
+
+def _check(stop: "Callable[[], bool] | None") -> None:
+    if stop is not None and stop():
+        raise Stopped
+
+
 class _Tiers:
     """Connected components of the graph of links with weight <= b, per tier b
     (weight: 1/beta, or alpha + A/beta)."""
 
-    def __init__(self, inv_beta: np.ndarray) -> None:
+    def __init__(self, inv_beta: np.ndarray, stop: "Callable[[], bool] | None" = None) -> None:
         n = inv_beta.shape[0]
         off = inv_beta[~np.eye(n, dtype=bool)]
         self.levels = np.unique(off) if n > 1 else np.zeros(1)
@@ -39,6 +49,7 @@ class _Tiers:
         comp_of = np.arange(n)           # device -> its component at the current tier
         mat = np.asarray(inv_beta)       # slowest-needed link between two current components: the fastest pair
         for b in self.levels:
+            _check(stop)
             adj = mat <= b
             c = len(mat)
             lab = np.arange(c)
@@ -164,14 +175,16 @@ def merged_components(inst: "Instance", tiers: _Tiers, t: int) -> list[_Inside]:
     return got
 
 
-def link_tiers(inst: "Instance", weight: str = "bandwidth") -> _Tiers:
+def link_tiers(inst: "Instance", weight: str = "bandwidth", stop: "Callable[[], bool] | None" = None) -> _Tiers:
     """The instance's tier components by 1/beta (``bandwidth``) or by alpha + A/beta
     (``hop``), computed once: the bounds and the constructive seeds inside fast
-    components both use them."""
+    components both use them. ``stop()`` true on the way: :class:`Stopped`."""
     key = f"link_tiers_{weight}"
     t = inst._cache.get(key)
     if t is None:
         a = inst.arrays
-        t = inst._cache[key] = _Tiers(a.inv_beta if weight == "bandwidth" else a.alpha + a.A * a.inv_beta)
+        _check(stop)
+        t = _Tiers(a.inv_beta if weight == "bandwidth" else a.alpha + a.A * a.inv_beta, stop)
+        inst._cache[key] = t
     return t
 

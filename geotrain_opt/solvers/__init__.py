@@ -69,11 +69,11 @@ def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None) ->
     and the cost model differ by more than 10 %) when that is cheap. ``until`` (a
     ``time.perf_counter()`` instant): the whole command's end; the bound stops there
     and the simulation is skipped past it (the solver's own limit is the caller's)."""
-    import time
     from geotrain_opt.bounds import attach_bound
+    from geotrain_opt.common.clock import Until
     from geotrain_opt.cost.simulate import simulation_check
     res = get(name)(inst, opts)
-    late = None if until is None else (lambda: time.perf_counter() > until)
+    late = None if until is None else Until(until)
     attach_bound(inst, res, late)
     if res.plan is not None and res.evaluation is not None and not (late and late()):
         # the analytic model checked against the schedule's semantics, where that is cheap

@@ -1,0 +1,56 @@
+"""The bound attached after a solver keeps to the command's end (issue 39): its
+per-instance work (seconds at 4,096 GPUs) is not started when it would not finish,
+and stops between its steps once the time is up; nothing partial is kept. Budgets
+are faked, so no test here depends on how fast the machine is."""
+from __future__ import annotations
+
+import pytest
+
+from geotrain_opt.bounds import cuts, shape_bounds
+from geotrain_opt.io.generate import generate
+from geotrain_opt.problem.instance import instance_from_dict
+from geotrain_opt.problem.tiers import Stopped
+
+
+class FakeUntil:
+    """A stop() that turns true after ``calls`` calls and says ``left`` seconds remain."""
+
+    def __init__(self, left: float, calls: int = 10**9) -> None:
+        self._left, self.calls = left, calls
+
+    def __call__(self) -> bool:
+        self.calls -= 1
+        return self.calls < 0
+
+    def left(self) -> float:
+        return self._left
+
+
+@pytest.fixture(scope="module")
+def big():
+    return instance_from_dict(generate("geo", 64, 0))
+
+
+def test_not_started_when_it_would_not_finish(big, monkeypatch):
+    def never(*_a, **_k):
+        raise AssertionError("ShapeBounds was started with no time left")
+    monkeypatch.setattr("geotrain_opt.bounds.ShapeBounds", never)
+    out = shape_bounds(big, stop=FakeUntil(left=-1.0))
+    assert out and all(b.by == "not computed" and b.value == 0.0 for b in out.values())
+    assert "shape_bounds" not in big._cache
+
+
+@pytest.mark.parametrize("calls", [0, 3])
+def test_stops_between_its_steps_and_keeps_nothing(big, calls):
+    """stop() turns true after ``calls`` checks inside the per-instance work."""
+    inst = instance_from_dict(generate("geo", 64, 0))
+    with pytest.raises(Stopped):
+        cuts.ShapeBounds(inst, FakeUntil(left=1e9, calls=calls))
+    out = shape_bounds(inst, stop=FakeUntil(left=1e9, calls=calls))
+    assert all(b.by == "not computed" for b in out.values())
+    assert "shape_bounds" not in inst._cache
+
+
+def test_computed_when_the_time_suffices(big):
+    out = shape_bounds(big, stop=FakeUntil(left=1e9))
+    assert all(b.by != "not computed" for b in out.values()) and min(b.value for b in out.values()) > 0
