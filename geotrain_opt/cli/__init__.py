@@ -17,6 +17,14 @@ INTERRUPTED = False
 def _on_sigint(signum: int, frame: Any) -> None:
     global INTERRUPTED
     INTERRUPTED = True
+    if frame is not None and frame.f_code.co_name == "cb" and frame.f_code.co_filename.startswith("<frozen importlib"):
+        # inside the import system's module-lock weakref callback an exception cannot
+        # propagate (Python prints "Exception ignored in ..." with a traceback and goes
+        # on): deliver the interrupt again a moment later, once the callback returned
+        import signal
+        import threading
+        threading.Timer(0.01, signal.raise_signal, (signum,)).start()
+        return
     raise KeyboardInterrupt
 
 
