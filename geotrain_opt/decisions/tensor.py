@@ -1,6 +1,6 @@
 """The tensor-parallel degree (formulations/model.md §14) as a decision: a plan's
-slots are single GPUs or groups of t GPUs of one type on one node, one degree per
-plan. Each degree is a whole instance of its own (the instance of its aligned
+slots are single GPUs or groups of t GPUs of one type on one node. Each case (a
+degree for every GPU type, or each type at its own) is a whole instance of its own (the instance of its aligned
 groups, ``problem/instance/tensor.py``), so it is enumerated outside every solver
 (``solvers/choices.py``, ``over_degrees``) and outside the bounds, as (D, P) is
 outside the exact model: a degree changes every stage's speed, memory and links.

@@ -35,6 +35,10 @@ def rank_map(inst: Instance, plan: Plan) -> dict[str, Any]:
     if not ev.feasible:      # a framework would run out of memory, or compute something else
         raise PlanError("plan", "infeasible, not exported: " + "; ".join(ev.violations))
     dev = {d.id: d for d in inst.devices}
+    sizes = sorted({len(members(g)) for row in plan.grid for g in row})
+    if len(sizes) > 1:
+        raise PlanError("grid", f"the frameworks run one tensor-parallel degree in every slot; this plan has "
+                                f"{'/'.join(map(str, sizes))}")
     P, D, t = plan.stages, plan.replicas, plan.tp
     rank = lambda i, k, j: i + t * (k + D * j)  # noqa: E731  (Megatron-LM's tp-dp-pp order)
     world = t * D * P
