@@ -94,15 +94,16 @@ def test_rank_map_by_hand():
     assert [r["layers"] for r in m["ranks"]] == [[0, 14], [0, 14], [14, 24], [14, 24]]
     nodes = {d.id: d.node for d in inst.devices}
     assert m["ranks"][0]["env"] == {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": nodes["va-2"],
-                                    "GEOTRAIN_REPLICA": "0", "GEOTRAIN_STAGE": "0", "GEOTRAIN_TENSOR_RANK": "0"}
-    # local ranks count the devices of one node in rank order
-    seen: dict[str, int] = {}
-    for r in m["ranks"]:
-        assert r["local_rank"] == seen.get(r["node"], 0)
-        seen[r["node"]] = r["local_rank"] + 1
+                                    "GEOTRAIN_REPLICA": "0", "GEOTRAIN_STAGE": "0", "GEOTRAIN_TENSOR_RANK": "0",
+                                    "GEOTRAIN_LAYERS": "0:14", "GEOTRAIN_MICRO_BATCHES": "4", "GEOTRAIN_MESH": "2,2,1"}
+    # LOCAL_RANK is the GPU's number on its node: va-0, va-1 on va-n0 and va-2, va-3 on va-n1
+    assert [(r["device"], r["node"], r["local_rank"]) for r in m["ranks"]] == [
+        ("va-2", "va-n1", 0), ("va-3", "va-n1", 1), ("va-0", "va-n0", 0), ("va-1", "va-n0", 1)]
     assert [r["samples"] for r in m["replicas"]] == [4 * inst.model.micro_batch] * 2
-    host = to_hostfile(inst, _plan())
-    assert host == "".join(f"{n} slots={c}\n" for n, c in seen.items())
+    assert to_hostfile(inst, _plan()) == "va-n1 slots=2\nva-n0 slots=2\n"
+    hosts = {"va-n0": "10.0.0.1", "va-n1": "10.0.0.2"}
+    assert to_hostfile(inst, _plan(), hosts) == "10.0.0.2 slots=2\n10.0.0.1 slots=2\n"
+    assert rank_map(inst, _plan(), hosts)["ranks"][3]["env"]["MASTER_ADDR"] == "10.0.0.2"
 
 
 def test_framework_exports_say_what_they_cannot_express():

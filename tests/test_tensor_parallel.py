@@ -19,7 +19,7 @@ from geotrain_opt.problem.plan import Plan
 
 # 2 layers, h 64, s 16, V 128, f 256, b 1: F = 16 (8 h^2 + 4 h f + 4 s h) = 1,638,400 FLOP,
 # a layer's work w = 3F = 4,915,200, the LM head's 6 b s h V = 786,432; A = b s h p = 2,048 bytes
-MODEL = {"layers": 2, "hidden": 64, "heads": 1, "seq_len": 16, "vocab": 128, "ffn_hidden": 256,
+MODEL = {"layers": 2, "hidden": 64, "heads": 8, "seq_len": 16, "vocab": 128, "ffn_hidden": 256,
          "global_batch": 4, "micro_batch": 1}
 GPU = {"peak_tflops": 0.001, "efficiency": 1.0, "memory_gib": 1.0, "busy_w": 300.0, "wait_w": 50.0}
 W_LAYER, W_HEAD, A = 4_915_200.0, 786_432.0, 2048.0
@@ -314,8 +314,9 @@ def test_heuristics_race_the_cases_and_search_the_best_three():
 
 def test_when_nothing_fits_solve_and_describe_say_why_and_what_would(tmp_path):
     """1,000,000 usable bytes per GPU: a two-stage pipeline's first stage holds 947,200
-    bytes of state and two micro-batches of 36,096 bytes of activations (1F1B), so no
-    plan fits though the smallest stage alone (983,296) would; solve proves it and
+    bytes of state and two micro-batches of 45,056 bytes of activations (1F1B: s b h
+    (34 + 5 a s / h) = 16 x 64 x 44), so no plan fits though the smallest stage alone
+    (992,256) would; solve proves it and
     says so, term by term, with the levers the instance leaves unused."""
     d = physical((1,))
     d["gpu_types"]["X"]["memory_gib"] = 1e6 / 0.9 / 2**30
@@ -332,7 +333,7 @@ def test_when_nothing_fits_solve_and_describe_say_why_and_what_would(tmp_path):
         assert lever in r.stdout, lever
     from geotrain_opt.io.diagnose import longest_pipeline
     P, k, need, _ = longest_pipeline(instance_from_dict(d))
-    assert (P, k) == (2, 1) and need == pytest.approx(947_200 + 2 * 36_096, rel=1e-12)
+    assert (P, k) == (2, 1) and need == pytest.approx(947_200 + 2 * 45_056, rel=1e-12)
     assert "the longest pipeline" in run("describe", str(p)).stdout
 
 

@@ -341,7 +341,27 @@ def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
         if p is None:
             p = solvers.get("memetic")(inst, solvers.SolveOptions(time_limit_s=args.time_limit)).plan
         return plots.gantt(inst, p, args.out)
-    return plots.region_map(inst, p, args.out)
+    return plots.region_map(inst, p, args.out, _coords(args.coords) if args.coords else None)
+
+
+def _coords(path: str) -> dict[str, tuple[float, float]]:
+    """``--coords``: region -> [latitude, longitude]."""
+    from geotrain_opt.common.inputs import read_text_file
+    from geotrain_opt.problem.instance.loading import parse_text
+    try:
+        data = parse_text(read_text_file(path, 1 << 24), path)
+    except ValueError as e:
+        raise InstanceError("--coords", str(e)) from None
+    if not isinstance(data, dict):
+        raise InstanceError("--coords", "expected a mapping region: [latitude, longitude]")
+    out = {}
+    for r, v in data.items():
+        ok = (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                            for x in v) and abs(v[0]) <= 90 and abs(v[1]) <= 180)
+        if not ok:
+            raise InstanceError(f"--coords.{str(r)[:40]}", f"expected [latitude, longitude] in degrees, got {v!r:.60}")
+        out[str(r)] = (float(v[0]), float(v[1]))
+    return out
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -383,8 +403,13 @@ def cmd_export_plan(args: argparse.Namespace) -> int:
     from geotrain_opt.io.export_plan import export
     from geotrain_opt.common.outputs import write_text
     check_writable(args.out, "--out")
+    from geotrain_opt.io.launch import load_hosts
     inst = load_instance(args.instance)
-    text = export(inst, Plan.load(args.result), args.to)
+    hosts = load_hosts(args.hosts) if args.hosts else None
+    if args.to.startswith("launch-") and hosts is None:
+        raise InstanceError("--hosts", f"{args.to} needs the nodes' addresses (a YAML mapping node: address)")
+    launch = {"entry": args.entry, "port": args.port} if args.to.startswith("launch-") else {}
+    text = export(inst, Plan.load(args.result), args.to, hosts, **launch)
     if args.out:
         write_text(args.out, text)
         print(f"wrote {args.out} ({args.to})", file=sys.stderr)

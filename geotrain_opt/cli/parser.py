@@ -19,7 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="geotrain-opt", description="The ``geotrain-opt`` command line.")
     ap.add_argument("--version", action="version", version=f"geotrain-opt {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
-    for add in (_inspection, _analysis, _files, _searches):
+    from geotrain_opt.cli import model_commands
+    for add in (_inspection, _analysis, _files, _searches, model_commands.add_parsers):
         add(sub)
     return ap
 
@@ -89,6 +90,7 @@ def _analysis(sub: Any) -> None:
     p.add_argument("--results", help="bench results JSONL (scaling)")
     p.add_argument("--plan", help="plan or result JSON (gantt, map)")
     p.add_argument("--solvers", default="cpsat,memetic", help="solvers whose fronts to draw (pareto)")
+    p.add_argument("--coords", help="map: YAML mapping region -> [latitude, longitude] for names it cannot place")
     p.add_argument("--time-limit", type=SECONDS, default=30.0)
     p.add_argument("--json", action="store_true", help="print the files written as JSON")
     p.set_defaults(fn=cmd_plot)
@@ -97,10 +99,14 @@ def _analysis(sub: Any) -> None:
 def _files(sub: Any) -> None:
     """export-plan, export-model, generate: files for other tools."""
     from geotrain_opt.io.export_plan import FORMATS as PLAN_FORMATS
-    p = sub.add_parser("export-plan", help="a plan for a training framework: torch-pipelining, megatron, deepspeed, hostfile")
+    p = sub.add_parser("export-plan", help="a plan for a training framework: torch-pipelining, megatron, deepspeed, "
+                                           "hostfile, or a per-node launch script (launch-megatron, launch-torch)")
     p.add_argument("instance")
     p.add_argument("result", help="plan or result JSON")
     p.add_argument("--to", required=True, choices=PLAN_FORMATS)
+    p.add_argument("--hosts", help="YAML/JSON mapping node -> address (MASTER_ADDR, hostfile; required by launch-*)")
+    p.add_argument("--entry", help="launch-*: the training script (default pretrain_gpt.py / train.py)")
+    p.add_argument("--port", type=_number(1, 65535, integer=True), default=29500, help="launch-*: MASTER_PORT")
     p.add_argument("--out", help="file to write (default: standard output)")
     p.set_defaults(fn=cmd_export_plan)
     p = sub.add_parser("export-model", help="write one shape's exact model as MPS, LP or a CP-SAT proto")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from geotrain_opt.problem import units
 from geotrain_opt.construct.pieces import smallest_feasible_plan
@@ -69,6 +70,13 @@ def _lever_lines(inst: Instance) -> list[str]:
     return out
 
 
+def architecture(m: Any) -> str:
+    """The model's architecture in words (model.md §1.1)."""
+    attn = "multi-head attention" if m.query_groups == m.heads else f"grouped-query attention ({m.query_groups} KV heads)"
+    return (f"{m.activation} MLP of width {m.ffn_hidden}, {attn} ({m.attention}), {m.norm}, {m.position} positions, "
+            f"{'tied' if m.tied_embeddings else 'untied'} embeddings")
+
+
 def describe_instance(inst: Instance) -> str:
     m = inst.model
     a = inst.arrays
@@ -77,6 +85,7 @@ def describe_instance(inst: Instance) -> str:
            f"seq {m.seq_len}, vocab {m.vocab}, {m.total_params() / 1e9:.3f} B parameters; "
            f"batch {m.global_batch} = {m.num_micro_batches} micro-batches of {m.micro_batch}, "
            f"recompute {m.recompute}",
+           f"architecture: {architecture(m)}",
            f"options: schedule {inst.options.schedule}, batch split {inst.options.batch_split}, "
            f"memory headroom {inst.options.memory_headroom:g}, exposed comm (kappa) {inst.options.exposed_comm:g}, "
            f"host network stack {_stack(inst)}, "

@@ -2,44 +2,15 @@
 chart of one plan, and a map-like view of the selected GPUs per region."""
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+# the backend is chosen there (files only, or a notebook's inline one)
+from geotrain_opt.io.figure_files import _save, out_stem, plt  # noqa: F401  (out_stem: the CLI's)
 
-import sys  # noqa: E402
-
-if "ipykernel" not in sys.modules:   # files only, no screen; in a notebook keep its inline backend
-    matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from geotrain_opt.cost.evaluator import evaluate  # noqa: E402
-from geotrain_opt.problem.regions import CITIES  # noqa: E402
-from geotrain_opt.problem.instance import Instance  # noqa: E402
-from geotrain_opt.problem.plan import slot_id, slot_label  # noqa: E402
-from geotrain_opt.problem.plan import Plan  # noqa: E402
-
-
-def out_stem(out: str | Path) -> str:
-    """``--out fig`` and ``--out fig.png`` both mean fig.png + fig.svg."""
-    s = str(out)
-    return s[: -4] if s.lower().endswith((".png", ".svg")) else s
-
-
-def _save(fig, out: str | Path) -> list[str]:
-    from geotrain_opt.common.outputs import OutputError
-    paths = []
-    try:
-        for ext in ("png", "svg"):
-            p = f"{out_stem(out)}.{ext}"
-            fig.savefig(p, dpi=120, bbox_inches="tight")
-            paths.append(p)
-    except OSError as e:
-        raise OutputError(f"--out: cannot write {p}: {e.strerror or e}") from None
-    finally:
-        plt.close(fig)
-    return paths
+__all__ = ["out_stem", "pareto", "scaling", "gantt", "region_map"]
+from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.plan import Plan
 
 
 def pareto(inst: Instance, fronts: dict[str, list[tuple[float, float]]], out: str | Path,
@@ -83,40 +54,27 @@ def scaling(rows: list[dict], out: str | Path) -> list[str]:
 
 
 def gantt(inst: Instance, plan: Plan, out: str | Path, max_rows: int = 32) -> list[str]:
-    """The simulator's trace of one iteration (formulations/simulator.md): every
-    forward, backward and all-reduce of every slot, in the instance's schedule
-    (1F1B or GPipe) and its accumulation flushes; one row per slot, replica by replica."""
-    from geotrain_opt.cost.simulate import simulate
-    sim = simulate(inst, plan, record=True)
-    ev = evaluate(inst, plan)
-    slots = [(k, j) for k in range(plan.replicas) for j in range(plan.stages)]
-    shown = slots[:max_rows]
-    row = {slot_id(plan.grid[k][j]): r for r, (k, j) in enumerate(shown)}
-    colors = {"F": "tab:blue", "B": "tab:orange", "AR": "tab:green"}
-    names = {"F": "forward", "B": "backward", "AR": "all-reduce"}
-    fig, ax = plt.subplots(figsize=(10, 0.35 * len(shown) + 1.5))
-    for dev, kind, _i, start, end in sim.ops:
-        if dev in row:
-            ax.broken_barh([(start, end - start)], (row[dev] - 0.38, 0.76), color=colors[kind],
-                           edgecolor="white", linewidth=0.3)
-    ax.set_yticks(range(len(shown)), [f"r{k} s{j}: {slot_label(plan.grid[k][j])}" for k, j in shown], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (s); white = waiting")
-    more = f"; first {len(shown)} of {len(slots)} slots" if len(shown) < len(slots) else ""
-    ax.set_title(f"{inst.name}: simulated {inst.options.schedule} iteration, T = {sim.time_s:.4g} s "
-                 f"(analytic {ev.time_s:.4g} s){more}", fontsize=9)
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()], labels=list(names.values()),
-              loc="upper right", fontsize=7)
-    ax.set_xlim(0, sim.time_s * 1.02)
-    return _save(fig, out)
+    """The simulated iteration's Gantt chart (:mod:`geotrain_opt.io.gantt`)."""
+    from geotrain_opt.io.gantt import gantt as draw
+    return draw(inst, plan, out, max_rows)
 
 
-def region_map(inst: Instance, plan: Plan | None, out: str | Path) -> list[str]:
-    known = {c: (lon, lat) for c, lat, lon in CITIES}
+def region_map(inst: Instance, plan: Plan | None, out: str | Path,
+               coords: dict[str, tuple[float, float]] | None = None) -> list[str]:
+    """Selected GPUs per region at the regions' real places (cloud region names, city
+    names or ``coords``: region -> (latitude, longitude)); a name that says nowhere
+    is refused, never placed at an invented position."""
+    from geotrain_opt.errors import InstanceError
+    from geotrain_opt.problem.regions import region_position
     regions = inst.regions
     pos = {}
-    for i, r in enumerate(regions):
-        pos[r] = known.get(r, (180 * math.cos(2 * math.pi * i / len(regions)), 60 * math.sin(2 * math.pi * i / len(regions))))
+    for r in regions:
+        p = region_position(r, coords)
+        if p is None:
+            raise InstanceError(f"region {r!r:.40}", "no known coordinates for the map: name a cloud region "
+                                                     "(us-east-1, europe-west4, eastus, ...) or give --coords "
+                                                     "(a YAML mapping region: [latitude, longitude])")
+        pos[r] = (p[1], p[0])
     used = set(plan.devices) if plan else set()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     if plan:

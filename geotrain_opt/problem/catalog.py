@@ -20,6 +20,7 @@ Each entry names the public source of its figures. Conventions:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,26 @@ class ModelPreset:
     vocab: int
     ffn_hidden: int | None = None   # None -> 4*hidden
     source: str = ""
+    # the architecture (model.md §1.1): what an export must say to train this model
+    activation: str = "gelu"
+    kv_heads: int = 0               # 0: as many as heads
+    norm: str = "layernorm"
+    position: str = "learned"
+    tied_embeddings: bool = True
+
+    def fields(self) -> dict[str, Any]:
+        """The instance's ``model`` fields this preset stands for (kv_heads 0: as many
+        as the heads, also when an instance overrides them)."""
+        return {"layers": self.layers, "hidden": self.hidden, "heads": self.heads, "seq_len": self.seq_len,
+                "vocab": self.vocab, "ffn_hidden": self.ffn_hidden or 4 * self.hidden,
+                "activation": self.activation, "kv_heads": self.kv_heads, "norm": self.norm,
+                "position": self.position, "tied_embeddings": self.tied_embeddings}
 
 
-# Llama shapes use SwiGLU (three FFN matrices of width f); the cost model's FFN has
-# two, so ffn_hidden = 1.5 f keeps parameters and FLOP equal ("-like" shapes).
+_LLAMA = dict(activation="swiglu", norm="rmsnorm", position="rope", tied_embeddings=False)
+
+# GPT-2 and GPT-3 tie the output head to the token embedding and learn positions;
+# Llama-2 is SwiGLU, RMSNorm, RoPE, untied, and grouped-query attention at 70B (8 KV heads).
 MODEL_PRESETS: dict[str, ModelPreset] = {m.name: m for m in [
     ModelPreset("gpt2-small", 12, 768, 12, 1024, 50257, source="Radford et al. 2019"),
     ModelPreset("gpt2-medium", 24, 1024, 16, 1024, 50257, source="Radford et al. 2019"),
@@ -126,7 +143,10 @@ MODEL_PRESETS: dict[str, ModelPreset] = {m.name: m for m in [
     ModelPreset("gpt3-2.7b", 32, 2560, 32, 2048, 50257, source="Brown et al. 2020, Table 2.1"),
     ModelPreset("gpt3-6.7b", 32, 4096, 32, 2048, 50257, source="Brown et al. 2020, Table 2.1"),
     ModelPreset("gpt3-13b", 40, 5140, 40, 2048, 50257, source="Brown et al. 2020, Table 2.1"),
-    ModelPreset("llama2-7b", 32, 4096, 32, 4096, 32000, 16512, source="Touvron et al. 2023; SwiGLU 11008 x 1.5"),
-    ModelPreset("llama2-13b", 40, 5120, 40, 4096, 32000, 20736, source="Touvron et al. 2023; SwiGLU 13824 x 1.5"),
-    ModelPreset("llama2-70b", 80, 8192, 64, 4096, 32000, 43008, source="Touvron et al. 2023; SwiGLU 28672 x 1.5, dense attention"),
+    ModelPreset("llama2-7b", 32, 4096, 32, 4096, 32000, 11008, **_LLAMA,
+                source="Touvron et al. 2023; Hugging Face meta-llama/Llama-2-7b-hf config.json"),
+    ModelPreset("llama2-13b", 40, 5120, 40, 4096, 32000, 13824, **_LLAMA,
+                source="Touvron et al. 2023; Hugging Face meta-llama/Llama-2-13b-hf config.json"),
+    ModelPreset("llama2-70b", 80, 8192, 64, 4096, 32000, 28672, kv_heads=8, **_LLAMA,
+                source="Touvron et al. 2023; Hugging Face meta-llama/Llama-2-70b-hf config.json (8 KV heads)"),
 ]}

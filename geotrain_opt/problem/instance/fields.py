@@ -11,6 +11,9 @@ SCHEDULES = ("1f1b", "gpipe")
 BATCH_SPLITS = ("uniform", "free")
 OBJECTIVES = ("time", "energy", "weighted", "cost", "carbon")
 RECOMPUTE = ("none", "full", "selective")
+ACTIVATIONS = ("gelu", "swiglu")         # model.md §1.1: two MLP matrices, or three (gated)
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rope")
 
 
 # Largest accepted values (formulations/model.md §8, "ranges"): far above any real
@@ -19,7 +22,7 @@ INT_MAX = 10**9
 MAX_DEVICES = 16_384          # the network is n x n float arrays, several of them
 LIMITS: dict[str, float] = {
     "layers": 100_000, "hidden": 1_000_000, "heads": 100_000, "seq_len": 10_000_000,
-    "vocab": 100_000_000, "ffn_hidden": 10_000_000, "global_batch": 100_000_000, "micro_batch": 1_000_000,
+    "vocab": 100_000_000, "kv_heads": 100_000, "ffn_hidden": 10_000_000, "global_batch": 100_000_000, "micro_batch": 1_000_000,
     "precision_bytes": 8, "state_bytes": 64, "grad_bytes": 64, "count": MAX_DEVICES,
     "gpus_per_node": MAX_DEVICES, "max_devices": MAX_DEVICES, "accumulation_steps": 100_000_000,
     "peak_tflops": 100_000, "memory_gib": 100_000, "busy_w": 100_000, "wait_w": 100_000,
@@ -37,7 +40,8 @@ _TOP = {"name", "description", "source", "model", "gpu_types", "devices", "netwo
         "options", "objective", "carbon_g_per_kwh"}
 _MODEL = {"preset", "layers", "hidden", "heads", "seq_len", "vocab", "ffn_hidden", "global_batch",
           "micro_batch", "precision_bytes", "recompute", "state_bytes", "grad_bytes", "layer_overrides",
-          "micro_batch_options", "recompute_options", "attention"}
+          "micro_batch_options", "recompute_options", "attention", "activation", "kv_heads", "norm",
+          "position", "tied_embeddings"}
 _GPU = {"peak_tflops", "efficiency", "memory_gib", "busy_w", "wait_w", "source", "price_per_hour", "clocks", "half_tokens"}
 _DEVICE = {"id", "type", "region", "node", "count", "id_prefix", "gpus_per_node", "nic_gbps"} | (_GPU - {"source"})
 _LINK = {"latency_ms", "bandwidth_gbps"}
@@ -108,6 +112,12 @@ class _Reader:
         v = self.get(key, default)
         if v not in options:
             raise InstanceError(self.sub(key), f"must be one of {', '.join(options)}, got {v!r}")
+        return v
+
+    def flag(self, key: str, default: bool) -> bool:
+        v = self.get(key, default)
+        if not isinstance(v, bool):
+            raise InstanceError(self.sub(key), f"expected true or false, got {v!r:.40}")
         return v
 
     def string(self, key: str, default: str | None = None) -> str:

@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 
 from geotrain_opt.problem import units
-from geotrain_opt.problem.catalog import GPU_CATALOG, MODEL_PRESETS, GpuType, default_clocks
+from geotrain_opt.problem.catalog import GPU_CATALOG, GpuType, default_clocks
 from geotrain_opt.common.inputs import read_text_file
 from geotrain_opt.errors import InstanceError
 from geotrain_opt.problem.instance.network import _read_network, read_capacity, read_egress
-from geotrain_opt.problem.instance.records import Device, Instance, Model, Objective, Options
-from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _MODEL, _TOP, BATCH_SPLITS, LIMITS, RECOMPUTE,
-                                                  MAX_DEVICES, OBJECTIVES, SCHEDULES, _Reader)
+from geotrain_opt.problem.instance.model_reader import _read_model
+from geotrain_opt.problem.instance.records import Device, Instance, Objective, Options
+from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _TOP, BATCH_SPLITS, LIMITS, MAX_DEVICES, OBJECTIVES,
+                                                  SCHEDULES, _Reader)
 
 
 def load_instance(path: str | Path) -> Instance:
@@ -152,80 +153,6 @@ def _by_region(energy: _Reader, key: str, known: set[str], **limits: Any) -> dic
             raise InstanceError(f"{energy.sub(key)}.{r}", "unknown region (no device is in it)")
         out[str(r)] = rr.number(r, **({"maximum": LIMITS.get(key)} | limits))
     return out
-
-
-def _read_model(r: _Reader) -> Model:
-    r.unknown_keys(_MODEL)
-    base: dict[str, Any] = {}
-    if r.has("preset"):
-        name = r.string("preset")
-        if name not in MODEL_PRESETS:
-            raise InstanceError("model.preset", f"unknown preset {name!r} (known: {', '.join(MODEL_PRESETS)})")
-        p = MODEL_PRESETS[name]
-        base = dict(layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=p.seq_len,
-                    vocab=p.vocab, ffn_hidden=p.ffn_hidden)
-    def pick(key: str, default: int | None = None) -> int:  # noqa: E306
-        if r.has(key):
-            return r.integer(key)
-        if base.get(key) is not None:
-            return int(base[key])
-        return r.integer(key, default)
-    layers = pick("layers")
-    hidden = pick("hidden")
-    heads = pick("heads")
-    seq_len = pick("seq_len")
-    vocab = pick("vocab")
-    ffn = pick("ffn_hidden", 4 * hidden)
-    gb = r.integer("global_batch")
-    mb = r.integer("micro_batch", 1)
-    if gb % mb:
-        raise InstanceError("model.global_batch", f"global batch {gb} is not a multiple of micro_batch {mb}")
-    prec = r.integer("precision_bytes", 2)
-    recompute = r.choice("recompute", RECOMPUTE, "none")
-    attention = r.choice("attention", ("standard", "flash"), "standard")
-    state = r.number("state_bytes", 16.0, positive=True)
-    grad = r.number("grad_bytes", 2.0, positive=True)
-    scale: list[tuple[float, float, float]] = []
-    overrides = r.get("layer_overrides", [])
-    if overrides:
-        if not isinstance(overrides, list):
-            raise InstanceError("model.layer_overrides", "expected a list")
-        rows = [[1.0, 1.0, 1.0] for _ in range(layers)]
-        for i, o in enumerate(overrides):
-            orr = _Reader(o, f"model.layer_overrides[{i}]")
-            orr.unknown_keys({"layer", "work_scale", "params_scale", "act_scale"})
-            li = orr.integer("layer", minimum=0)
-            if li >= layers:
-                raise InstanceError(orr.sub("layer"), f"layer {li} out of range 0..{layers - 1}")
-            rows[li] = [orr.number("work_scale", 1.0, positive=True),
-                        orr.number("params_scale", 1.0, positive=True),
-                        orr.number("act_scale", 1.0, positive=True)]
-        scale = [tuple(x) for x in rows]
-    mb_opts: list[int] = []
-    raw = r.get("micro_batch_options", [])
-    if not isinstance(raw, list):
-        raise InstanceError("model.micro_batch_options", "expected a list of micro-batch sizes")
-    for i, b in enumerate(raw):
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1 or b > LIMITS["micro_batch"]:
-            raise InstanceError(f"model.micro_batch_options[{i}]", f"expected a positive integer, got {b!r}")
-        if gb % b:
-            raise InstanceError(f"model.micro_batch_options[{i}]", f"{b} does not divide global_batch {gb}")
-        if b in mb_opts:
-            raise InstanceError(f"model.micro_batch_options[{i}]", f"{b} listed twice")
-        mb_opts.append(b)
-    rc_opts: list[str] = []
-    raw = r.get("recompute_options", [])
-    if not isinstance(raw, list):
-        raise InstanceError("model.recompute_options", f"expected a list of {', '.join(RECOMPUTE)}")
-    for i, v in enumerate(raw):
-        if v not in RECOMPUTE:
-            raise InstanceError(f"model.recompute_options[{i}]", f"must be one of {', '.join(RECOMPUTE)}, got {v!r}")
-        if v in rc_opts:
-            raise InstanceError(f"model.recompute_options[{i}]", f"{v} listed twice")
-        rc_opts.append(v)
-    return Model(layers, hidden, heads, seq_len, vocab, ffn, gb, mb, prec, recompute, state, grad,
-                 preset=r.get("preset"), layer_scale=tuple(scale), micro_batch_options=tuple(mb_opts),
-                 recompute_options=tuple(rc_opts), attention=attention)
 
 
 def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
@@ -404,16 +331,24 @@ def _check_zero(inst: Instance) -> None:
 
 
 def _resolve_degrees(inst: Instance) -> Instance:
-    """The degrees the solvers search, checked against the devices: each needs a node
-    with that many GPUs of one type."""
+    """The degrees the solvers search, checked against the devices (each needs a node
+    with that many GPUs of one type) and the model (each splits the heads and the
+    key/value heads evenly, as Megatron-LM asserts)."""
+    import math
     from geotrain_opt.problem.instance import tensor
     most = tensor.largest_group(inst)
+    split = math.gcd(inst.model.heads, inst.model.query_groups)
     have = inst.options.tensor_parallel
     if have == (-1,):
-        have = tuple(1 << i for i in range(most.bit_length()))
+        have = tuple(1 << i for i in range(most.bit_length()) if split % (1 << i) == 0)
     elif have[-1] > most:
         raise InstanceError("options.tensor_parallel", f"degree {have[-1]} needs a node with {have[-1]} GPUs "
                                                        f"of one type; the most any node has is {most}")
+    for t in have:
+        if split % t:
+            raise InstanceError("options.tensor_parallel", f"degree {t} does not divide the model's "
+                                                           f"{inst.model.heads} heads and {inst.model.query_groups} "
+                                                           f"key/value heads evenly")
     return replace(inst, options=replace(inst.options, tensor_parallel=have))
 
 

@@ -33,6 +33,15 @@ class Model:
     recompute_options: tuple[str, ...] = ()
     # model.md §1: "flash" keeps no attention scores (fused attention), "standard" keeps them
     attention: str = "standard"
+    # model.md §1.1, the architecture: "gelu" is any two-matrix MLP, "swiglu" a gated one
+    # (three matrices of width ffn_hidden); kv_heads < heads is grouped-query attention
+    # (0 = heads); "rope" positions have no embedding table. norm and tied_embeddings
+    # change no cost (§8) but the model an export describes.
+    activation: str = "gelu"
+    kv_heads: int = 0
+    norm: str = "layernorm"
+    position: str = "learned"
+    tied_embeddings: bool = False
 
     def choices(self) -> list[tuple[int, str]]:
         """Every (micro_batch, recompute) a plan may take; the model's own first."""
@@ -45,9 +54,22 @@ class Model:
         return self.global_batch // self.micro_batch
 
     # Per-layer quantities of formulations/model.md §1 (one micro-batch).
+    @property
+    def query_groups(self) -> int:
+        """Key/value heads: the heads (multi-head attention) unless grouped."""
+        return self.kv_heads or self.heads
+
+    def layer_matrix_params(self) -> float:
+        """The weights every token multiplies: Q and the output projection (h x h
+        each), K and V (h x h·g/a each, g key/value heads of a) and the MLP's two or,
+        gated, three h x f matrices."""
+        h, f = self.hidden, self.ffn_hidden
+        mlp = 3.0 if self.activation == "swiglu" else 2.0
+        return 2.0 * h * h + 2.0 * h * h * self.query_groups / self.heads + mlp * h * f
+
     def layer_forward_flop(self) -> float:
-        b, s, h, f = self.micro_batch, self.seq_len, self.hidden, self.ffn_hidden
-        return b * s * (8.0 * h * h + 4.0 * h * f + 4.0 * s * h)
+        b, s, h = self.micro_batch, self.seq_len, self.hidden
+        return b * s * (2.0 * self.layer_matrix_params() + 4.0 * s * h)
 
     def layer_work_flop(self) -> float:
         """Forward, backward (twice the forward) and what recomputation repeats: the
@@ -58,7 +80,7 @@ class Model:
 
     def layer_params(self) -> float:
         h, f = self.hidden, self.ffn_hidden
-        return 4.0 * h * h + 2.0 * h * f + f + 9.0 * h
+        return self.layer_matrix_params() + f + 9.0 * h
 
     def layer_act_bytes(self) -> float:
         b, s, h, a = self.micro_batch, self.seq_len, self.hidden, self.heads
@@ -74,7 +96,8 @@ class Model:
         return float(self.micro_batch * self.seq_len * self.hidden * self.precision_bytes)
 
     def embedding_params(self) -> float:
-        return float(self.vocab * self.hidden + self.seq_len * self.hidden)
+        positions = self.seq_len * self.hidden if self.position == "learned" else 0
+        return float(self.vocab * self.hidden + positions)
 
     def head_params(self) -> float:
         return float(self.vocab * self.hidden)
