@@ -33,12 +33,15 @@ def _options(solver: str, time_limit: float, seed: int, workers: int, hint: Plan
 
 
 def solve(inst: Instance | str | Path, solver: str = "memetic", *, time_limit: float = 60.0, seed: int = 0,
-          workers: int = 2, hint: Plan | None = None, progress: bool = False, **options: Any) -> SolverResult:
+          workers: int = 2, hint: Plan | None = None, progress: bool = False, exportable: str | None = None,
+          **options: Any) -> SolverResult:
     """Best plan ``solver`` finds within ``time_limit`` seconds (``"optimal"`` status: proven);
     ``best_bound``/``gap``: a certified lower bound (geotrain_opt/bounds/, or the exact solver's
-    own) and how far at most the plan is from optimal."""
+    own) and how far at most the plan is from optimal. ``exportable`` ("megatron",
+    "deepspeed", "torch"): a plan that framework runs (``stats["exportable"]``: its cost)."""
     inst = _instance(inst)
-    return solvers.run(solver, inst, _options(solver, time_limit, seed, workers, hint, progress, options))
+    return solvers.run(solver, inst, _options(solver, time_limit, seed, workers, hint, progress, options),
+                       exportable=exportable)
 
 
 def pareto(inst: Instance | str | Path, solver: str = "cpsat", *, points: int = 50, time_limit: float = 60.0,

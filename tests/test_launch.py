@@ -106,6 +106,20 @@ def _parse_launch(text: str) -> tuple[list[str], dict[str, list[dict[str, str]]]
     return args, procs, glob
 
 
+def _grid_back(inst, procs, t, P, D):
+    """The grid the launched ranks form: LOCAL_RANK is the GPU's place on its node in
+    the instance, RANK = i + t (k + D j) (Megatron-LM's tp-dp-pp order)."""
+    on_node = {}
+    for dev in inst.devices:
+        on_node.setdefault(dev.node, []).append(dev.id)
+    grid = [[[None] * t for _ in range(P)] for _ in range(D)]
+    for node, ps in procs.items():
+        for p in ps:
+            rank = int(p["RANK"])
+            grid[(rank // t) % D][rank // (t * D)][rank % t] = on_node[node][int(p["LOCAL_RANK"])]
+    return grid
+
+
 def _arg(args, flag, default=None):
     return args[args.index(flag) + 1] if flag in args else default
 
@@ -148,20 +162,33 @@ def test_megatron_launch_parses_back_to_the_plan(geo7b):
     D = W // (t * P)
     assert (t, P, D, W) == (2, 2, 2, 8) and "--sequence-parallel" in args
     assert glob["MASTER_ADDR"] == "10.1.0.1"
-    # ranks back to devices: LOCAL_RANK is the GPU's place on its node in the instance
-    on_node = {}
-    for dev in inst.devices:
-        on_node.setdefault(dev.node, []).append(dev.id)
-    grid = [[[None] * t for _ in range(P)] for _ in range(D)]
-    for node, ps in procs.items():
-        for p in ps:
-            rank = int(p["RANK"])
-            i, k, j = rank % t, (rank // t) % D, rank // (t * D)   # Megatron-LM's tp-dp-pp order
-            grid[k][j][i] = on_node[node][int(p["LOCAL_RANK"])]
+    grid = _grid_back(inst, procs, t, P, D)
     assert sorted(int(p["RANK"]) for ps in procs.values() for p in ps) == list(range(W))
     assert [[tuple(s) for s in row] for row in grid] == [list(row) for row in plan.grid]
     first = int(_arg(args, "--decoder-first-pipeline-num-layers", 32 // P))
     assert [0, first, 32] == list(plan.cuts)
+
+
+def test_from_config_to_launch_through_an_exportable_solve(geo7b):
+    """The issue's flow end to end: the imported 7B instance solved for a plan
+    Megatron-LM runs, then its launch script, whose ranks give back that plan."""
+    d, inst, _ = geo7b
+    r = cli("solve", d / "inst.yaml", "--solver", "greedy", "--exportable", "megatron", "--out", d / "m.json")
+    assert r.returncode == 0 and "--exportable megatron" in r.stdout, r.stdout + r.stderr
+    plan = Plan.load(d / "m.json")
+    (d / "hosts-all.yaml").write_text("".join(f"{n}: 10.9.0.{i}\n" for i, n in
+                                              enumerate(sorted({x.node for x in inst.devices}))))
+    r = cli("export-plan", d / "inst.yaml", d / "m.json", "--to", "launch-megatron", "--hosts", d / "hosts-all.yaml")
+    assert r.returncode == 0, r.stderr
+    args, procs, glob = _parse_launch(r.stdout)
+    t, P = int(_arg(args, "--tensor-model-parallel-size")), int(_arg(args, "--pipeline-model-parallel-size"))
+    D = int(glob["WORLD_SIZE"]) // (t * P)
+    grid = _grid_back(inst, procs, t, P, D)
+    want = [[list(s) if not isinstance(s, str) else [s] for s in row] for row in plan.grid]
+    assert grid == want and (P, D) == (plan.stages, plan.replicas)
+    first = int(_arg(args, "--decoder-first-pipeline-num-layers", plan.cuts[1]))
+    last = int(_arg(args, "--decoder-last-pipeline-num-layers", 32 - plan.cuts[-2]))
+    assert (plan.cuts[1], 32 - plan.cuts[-2]) == (first, last)
 
 
 def test_torch_launch_carries_stage_replica_and_layers(geo7b):
@@ -248,3 +275,22 @@ def test_catalog_lists_types_and_presets_with_sources():
     p70 = next(p for p in rows["model_presets"] if p["name"] == "llama2-70b")
     assert (p70["kv_heads"], p70["ffn_hidden"], p70["activation"]) == (8, 28672, "swiglu")
     assert all(g["source"] for g in rows["gpu_types"]) and all(p["source"] for p in rows["model_presets"])
+
+
+def test_pareto_figure_from_saved_fronts_labels_and_proof_marks(tmp_path):
+    from geotrain_opt.cli.commands import _saved_fronts
+    inst = gt.load_instance(INSTANCES / "tiny-4gpu-2region.yaml")
+    exact = gt.pareto(inst, "cpsat", points=20, time_limit=60)
+    exact.save(tmp_path / "exact.json")
+    fronts, labels, marks = _saved_fronts(inst, str(tmp_path / "exact.json"))
+    pts = [p for p in exact.pareto]
+    assert fronts["cpsat"] == [(p.evaluation.time_s, p.evaluation.energy_j) for p in pts]
+    assert labels["cpsat"] == [f"{p.plan.replicas}x{p.plan.stages}" for p in pts]
+    assert marks["cpsat"] == [True] * len(pts) and len(pts) >= 2       # every point of the ε-walk proven
+    r = cli("plot", INSTANCES / "tiny-4gpu-2region.yaml", "--kind", "pareto", "--results", tmp_path / "exact.json",
+            "--out", tmp_path / "front")
+    assert r.returncode == 0 and (tmp_path / "front.png").stat().st_size > 1000, r.stderr
+    (tmp_path / "plan.json").write_text(json.dumps({"plan": pts[0].plan.to_dict()}))
+    r = cli("plot", INSTANCES / "tiny-4gpu-2region.yaml", "--kind", "pareto", "--results", tmp_path / "plan.json",
+            "--out", tmp_path / "f2")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "--results" in r.stderr

@@ -344,3 +344,18 @@ def test_exports_refuse_mixed_degrees():
     assert evaluate(inst, plan).feasible
     with pytest.raises(PlanError, match="one tensor-parallel degree in every slot; this plan has 1/2"):
         rank_map(inst, plan)
+
+
+def test_megatron_uniform_puts_a_whole_node_in_each_slot():
+    """Megatron-LM's classic layout: tensor parallelism over a node (degree 2 here,
+    though one GPU per stage is what the others would compare against), pipelines and
+    replicas across nodes; a smaller degree only where the node's gives no plan."""
+    inst = instance_from_dict(physical((1, 2)))
+    res = gt.solve(inst, "megatron-uniform", time_limit=20)
+    assert res.plan.tp == 2 and sorted(map(tuple, res.plan.groups)) == [("a0", "a1"), ("b0", "b1")]
+    assert [row["tensor_parallel"] for row in res.stats["tensor_parallel"]] == [2]
+    one = gt.solve(instance_from_dict(physical((1,))), "megatron-uniform", time_limit=20)
+    assert res.evaluation.time_s != one.evaluation.time_s          # a different layout, not the degree-1 one
+    # one GPU at most: no group of two fits, the rule steps down to degree 1
+    small = gt.solve(instance_from_dict(physical((1, 2), max_devices=1)), "megatron-uniform", time_limit=20)
+    assert small.plan.tp == 1 and len(small.plan.devices) == 1

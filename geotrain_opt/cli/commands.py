@@ -129,6 +129,13 @@ def _whole_command(args: argparse.Namespace, opts: solvers.SolveOptions) -> tupl
 def _print_result(inst: Instance, res) -> None:
     gap = "" if res.gap is None else f", gap {res.gap:.3%}"
     print(f"{res.solver}: status {res.status}{gap}, {res.wall_s:.2f} s wall")
+    ex = res.stats.get("exportable")
+    if ex:
+        what = (f"no plan it runs: {ex['reason']}" if res.plan is None else
+                "the plan found was already one it runs" if not ex["changed"] else
+                f"projected onto what it runs: objective {ex['cost']:+.2%} against the plan found "
+                f"({ex['unrestricted_value']:.6g}), no longer proven")
+        print(f"--exportable {ex['framework']}: {what}")
     sim = res.stats.get("simulation") or {}
     if sim.get("warning"):
         print(f"warning: {sim['warning']}", file=sys.stderr)
@@ -171,7 +178,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     opts, until = _whole_command(args, _options(args, inst))
-    res = solvers.run(args.solver, inst, opts, until)      # the API's pipeline: the solver, then the bound
+    # the API's pipeline: the solver, the plan a framework runs (--exportable), then the bound
+    res = solvers.run(args.solver, inst, opts, until, exportable=getattr(args, "exportable", None))
     res.stats["command_time_limit_s"] = args.time_limit
     _save_or_print(res, args.out)   # saved before certifying: a long second proof never loses it
     if args.certify:
@@ -325,6 +333,9 @@ def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
     """The figures of one instance; what they show (fronts, a plan) is computed
     here, so that plots.py only draws."""
     from geotrain_opt.io import plots
+    if args.kind == "pareto" and args.results:
+        fronts, labels, marks = _saved_fronts(inst, args.results)
+        return plots.pareto(inst, fronts, args.out, labels=labels, marks=marks)
     if args.kind == "pareto":
         from geotrain_opt.analysis.fronts import front_points, pareto_front
         fronts, proven = {}, set()
@@ -342,6 +353,27 @@ def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
             p = solvers.get("memetic")(inst, solvers.SolveOptions(time_limit_s=args.time_limit)).plan
         return plots.gantt(inst, p, args.out)
     return plots.region_map(inst, p, args.out, _coords(args.coords) if args.coords else None)
+
+
+def _saved_fronts(inst: Instance, paths: str) -> tuple[dict, dict, dict]:
+    """``--results a.json,b.json``: fronts saved by ``pareto --out``, their plans
+    evaluated again on the instance, labelled D x P, proven point by point."""
+    from geotrain_opt.common.inputs import read_text_file
+    from geotrain_opt.solvers.result import SolverResult
+    fronts, labels, marks = {}, {}, {}
+    for path in paths.split(","):
+        try:
+            res = SolverResult.from_dict(json.loads(read_text_file(path, 256 << 20)), inst)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise GeoTrainError(f"--results: {path}: not a pareto result ({type(e).__name__}: {str(e)[:120]})") from None
+        if not res.pareto:
+            raise GeoTrainError(f"--results: {path}: no front in it (write one with `pareto --out`)")
+        name = res.solver if res.solver not in fronts else f"{res.solver} ({Path(path).stem})"
+        pts = [p for p in res.pareto if p.plan is not None and p.evaluation is not None]
+        fronts[name] = [(p.evaluation.time_s, p.evaluation.energy_j) for p in pts]
+        labels[name] = [f"{p.plan.replicas}x{p.plan.stages}" for p in pts]
+        marks[name] = [p.status == Status.OPTIMAL for p in pts]
+    return fronts, labels, marks
 
 
 def _coords(path: str) -> dict[str, tuple[float, float]]:
@@ -401,7 +433,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_export_plan(args: argparse.Namespace) -> int:
     from geotrain_opt.io.export_plan import export
-    from geotrain_opt.common.outputs import write_text
+    from geotrain_opt.common.outputs import write_or_print
     check_writable(args.out, "--out")
     from geotrain_opt.io.launch import load_hosts
     inst = load_instance(args.instance)
@@ -409,12 +441,7 @@ def cmd_export_plan(args: argparse.Namespace) -> int:
     if args.to.startswith("launch-") and hosts is None:
         raise InstanceError("--hosts", f"{args.to} needs the nodes' addresses (a YAML mapping node: address)")
     launch = {"entry": args.entry, "port": args.port} if args.to.startswith("launch-") else {}
-    text = export(inst, Plan.load(args.result), args.to, hosts, **launch)
-    if args.out:
-        write_text(args.out, text)
-        print(f"wrote {args.out} ({args.to})", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_or_print(export(inst, Plan.load(args.result), args.to, hosts, **launch), args.out, args.to)
     return 0
 
 

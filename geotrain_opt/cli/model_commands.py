@@ -1,4 +1,5 @@
-"""``model import`` (a Hugging Face config to an instance's model section) and
+"""``model import`` (a Hugging Face config to an instance's model section),
+``import-profile`` (Sailor's or Metis' profiled layer times to an efficiency curve) and
 ``catalog`` (the GPU types and model presets the instances may name, with sources)."""
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from geotrain_opt.common.outputs import check_writable, write_text
+from geotrain_opt.common.outputs import check_writable, write_or_print
 from geotrain_opt.errors import InstanceError
 
 
@@ -39,11 +40,24 @@ def cmd_model_import(args: argparse.Namespace) -> int:
         doc = {"model": model}
     text = (f"# model from {args.config} (geotrain-opt model import)\n"
             + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
-    if args.out:
-        write_text(args.out, text)
-        print(f"wrote {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_or_print(text, args.out)
+    return 0
+
+
+def cmd_import_profile(args: argparse.Namespace) -> int:
+    """A Sailor or Metis profile as a calibration file (efficiency curve of one GPU type)."""
+    from geotrain_opt.cost.profiles import import_profile
+    from geotrain_opt.problem.instance import load_instance
+    check_writable(args.out, "--out")
+    inst = load_instance(args.instance)
+    cal = import_profile(inst, args.format, args.profile, args.gpu_type)
+    text = json.dumps(cal, indent=2) + "\n"
+    fit = cal["gpu_types"][args.gpu_type]
+    for w in cal["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"{args.gpu_type}: efficiency {fit['efficiency']:.4f}, half_tokens {fit['half_tokens']:.1f} "
+          f"({len(cal['fit']['points'])} point(s), worst error {cal['fit']['max_abs_error']:.1%})", file=sys.stderr)
+    write_or_print(text, args.out, "apply with --calibration")
     return 0
 
 
@@ -75,7 +89,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    """``model import`` and ``catalog``."""
+    """``model import``, ``import-profile`` and ``catalog``."""
     from geotrain_opt.cli.args import _number
     p = sub.add_parser("model", help="models from their Hugging Face configs")
     msub = p.add_subparsers(dest="model_command", required=True)
@@ -89,6 +103,15 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--instance", help="an instance whose model section to replace (written as a new file)")
     q.add_argument("--out", help="file to write (default: standard output)")
     q.set_defaults(fn=cmd_model_import)
+    p = sub.add_parser("import-profile", help="per-layer times profiled by Sailor or Metis as a GPU type's "
+                                              "efficiency curve (a calibration file for --calibration)")
+    p.add_argument("profile", nargs="+", help="sailor: profile.json; metis: DeviceType.<GPU>_tp<t>_bs<b>.json files "
+                                              "or their folder")
+    p.add_argument("--format", required=True, choices=("sailor", "metis"))
+    p.add_argument("--instance", required=True, help="the instance whose model was profiled")
+    p.add_argument("--gpu-type", required=True, help="the instance's GPU type the profile is of")
+    p.add_argument("--out", help="calibration JSON to write (default: standard output)")
+    p.set_defaults(fn=cmd_import_profile)
     p = sub.add_parser("catalog", help="the GPU types and model presets instances may name, with their sources")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_catalog)

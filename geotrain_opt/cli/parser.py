@@ -87,7 +87,8 @@ def _analysis(sub: Any) -> None:
     p.add_argument("instance")
     p.add_argument("--kind", required=True, choices=("pareto", "scaling", "gantt", "map"))
     p.add_argument("--out", required=True, help="output path without extension")
-    p.add_argument("--results", help="bench results JSONL (scaling)")
+    p.add_argument("--results", help="scaling: bench results JSONL; pareto: fronts saved by `pareto --out` "
+                                     "(comma-separated; drawn without solving again)")
     p.add_argument("--plan", help="plan or result JSON (gantt, map)")
     p.add_argument("--solvers", default="cpsat,memetic", help="solvers whose fronts to draw (pareto)")
     p.add_argument("--coords", help="map: YAML mapping region -> [latitude, longitude] for names it cannot place")
@@ -153,6 +154,9 @@ def _searches(sub: Any) -> None:
         _solver_flags(p)
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == "solve":
+            p.add_argument("--exportable", choices=("megatron", "deepspeed", "torch"),
+                           help="return a plan that framework runs (projected: equal micro-batches per replica; "
+                                "Megatron-LM's even inner stages); the cost of that is reported")
             p.add_argument("--certify", action="store_true",
                            help="cpsat/milp: re-prove an optimal or infeasible claim with the other engine "
                                 "(exit 3 if it does not agree)")

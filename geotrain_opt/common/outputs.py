@@ -63,6 +63,17 @@ def write_text(path: str | Path, text: str, flag: str = "--out") -> None:
         raise OutputError(f"{flag}: cannot write {path}: {e.strerror or e}") from None
 
 
+def write_or_print(text: str, path: str | Path | None, note: str = "") -> None:
+    """``text`` to ``path`` (atomically, and a line on standard error saying so) or,
+    without a path, to standard output."""
+    import sys
+    if path:
+        write_text(path, text)
+        print(f"wrote {path}" + (f" ({note})" if note else ""), file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
 @contextlib.contextmanager
 def exclusive(path: str | Path, flag: str) -> Iterator[None]:
     """Hold an exclusive lock on the file ``path`` (created if missing) for the block:

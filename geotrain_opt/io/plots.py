@@ -14,22 +14,31 @@ from geotrain_opt.problem.plan import Plan
 
 
 def pareto(inst: Instance, fronts: dict[str, list[tuple[float, float]]], out: str | Path,
-           proven: set[str] | frozenset[str] = frozenset()) -> list[str]:
+           proven: set[str] | frozenset[str] = frozenset(), labels: dict[str, list[str]] | None = None,
+           marks: dict[str, list[bool]] | None = None) -> list[str]:
     """Each front as a step line with its own marker; fronts in ``proven`` (every
     point optimal for its ε) filled, the others hollow and larger, so points that
-    coincide stay visible."""
+    coincide stay visible. ``labels`` (e.g. D x P) are written beside the points,
+    ``marks`` say point by point which are proven (filled) and which not (hollow)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, ((name, pts), mark) in enumerate(zip(sorted(fronts.items()), "os^dv<>")):
-        pts = sorted(pts)
-        line = ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", alpha=0.5)[0]
-        is_proven = name in proven
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=mark, s=30 if is_proven else 70 + 30 * k,
-                   facecolors=line.get_color() if is_proven else "none", edgecolors=line.get_color(),
-                   label=f"{name} ({len(pts)}{', proven' if is_proven else ''})", zorder=3 + (not is_proven))
+        lab = (labels or {}).get(name, [""] * len(pts))
+        ok = (marks or {}).get(name, [name in proven] * len(pts))
+        rows = sorted(zip(pts, lab, ok))
+        xs, ys = [r[0][0] for r in rows], [r[0][1] for r in rows]
+        line = ax.step(xs, ys, where="post", alpha=0.5)[0]
+        c = line.get_color()
+        n_ok = sum(r[2] for r in rows)
+        ax.scatter(xs, ys, marker=mark, s=[30 if r[2] else 70 + 30 * k for r in rows],
+                   facecolors=[c if r[2] else "none" for r in rows], edgecolors=c, zorder=3,
+                   label=f"{name} ({len(rows)} points, {n_ok} proven)")
+        for (x, y), text, _ in rows:
+            if text:
+                ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6, color=c)
     ax.set_xlabel("iteration time T (s)")
     ax.set_ylabel("energy per iteration E (J)")
-    ax.set_title(f"time-energy Pareto fronts: {inst.name}")
-    ax.legend()
+    ax.set_title(f"time-energy Pareto fronts: {inst.name} (hollow: not proven)", fontsize=9)
+    ax.legend(fontsize=7)
     return _save(fig, out)
 
 

@@ -124,7 +124,10 @@ def instance_schema() -> dict[str, Any]:
                                                  "own link"), "minimum": MIN_CAPACITY_GBPS}},
                        ("a", "b", "latency_ms", "bandwidth_gbps"),
                        doc="{a, b} covers both directions unless {b, a} is listed too")
+    by_type = _obj({"type": _STR, **link}, ("type", "latency_ms", "bandwidth_gbps"),
+                   doc="the link between two GPUs of this type on one node (model.md §1)")
     network = _obj({"intra_node": link_obj, "intra_region": link_obj,
+                    "intra_node_by_type": {"type": "array", "items": by_type},
                     "inter_region": {"type": "array", "items": region_pair}, "pairs": {"type": "array", "items": pair},
                     "matrix": matrix},
                    doc="tiers, then region pairs, then device pairs, then the matrix: later ones win")

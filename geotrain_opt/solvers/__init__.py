@@ -20,7 +20,8 @@ register("memetic", _S + "search.memetic", kind="heuristic", pareto="native", op
 register("random-search", _S + "search.random_search", kind="baseline", options=SearchOptions)
 register("simulated-annealing", _S + "search.annealing", kind="baseline", options=AnnealingOptions)
 register("plain-ga", _S + "search.plain_ga", kind="baseline", options=MemeticOptions, choices=True)
-register("megatron-uniform", _S + "baselines.rules:megatron_uniform", kind="baseline", options=NoOptions)
+register("megatron-uniform", _S + "baselines.rules:megatron_uniform", kind="baseline", options=NoOptions,
+         tensor_parallel="node")
 register("proportional", _S + "baselines.rules:proportional", kind="baseline", options=NoOptions)
 register("greedy", _S + "baselines.rules:greedy", kind="baseline", options=NoOptions)
 register("dtfm", _S + "baselines.dtfm", kind="baseline", options=DtfmOptions, tensor_parallel=False)
@@ -62,17 +63,25 @@ def build_options(solver: str, extra: Mapping[str, Any] | None = None, *, option
     return made
 
 
-def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None) -> Any:
+def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None, exportable: str | None = None) -> Any:
     """The one solve pipeline of the API and the CLI: the solver, then the instance's
     certified lower bound and the gap to it attached to the result (any solver), and
     the plan simulated (``stats["simulation"]``, with a warning where the simulator
     and the cost model differ by more than 10 %) when that is cheap. ``until`` (a
     ``time.perf_counter()`` instant): the whole command's end; the bound stops there
-    and the simulation is skipped past it (the solver's own limit is the caller's)."""
+    and the simulation is skipped past it (the solver's own limit is the caller's).
+    ``exportable`` (megatron, deepspeed, torch): the plan projected onto what that
+    framework runs (``exportable.py``), before the bound is attached."""
     from geotrain_opt.bounds import attach_bound
     from geotrain_opt.common.clock import Until
     from geotrain_opt.cost.simulate import simulation_check
     res = get(name)(inst, opts)
+    if exportable:
+        import time
+        from geotrain_opt.solvers.exportable import restrict
+        # the command's end, or a tenth of the limit for the API (the grids it tries)
+        res = restrict(inst, res, exportable, until if until is not None
+                       else time.perf_counter() + max(1.0, 0.1 * opts.time_limit_s))
     late = None if until is None else Until(until)
     attach_bound(inst, res, late)
     if res.plan is not None and res.evaluation is not None and not (late and late()):

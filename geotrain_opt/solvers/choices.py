@@ -145,6 +145,31 @@ def at_degree_one(fn: SolverFn) -> SolverFn:
     return solve
 
 
+def at_node_degree(fn: SolverFn) -> SolverFn:
+    """``fn`` at one degree, as Megatron-LM's classic layout sets it (model.md §14):
+    tensor parallelism over a whole node, i.e. the largest degree the instance offers
+    for every GPU type alike; a smaller one only where that gives no plan (the model
+    does not split evenly, too few groups), as a user would step down."""
+    @wraps(fn)
+    def solve(inst: Instance, opts: SolveOptions) -> SolverResult:
+        if tensor.degrees(inst) == (1,):
+            return fn(inst, opts)
+        start = time.perf_counter()
+        uniform = sorted((c for c in degree_cases(inst) if isinstance(c.label["tensor_parallel"], int)),
+                         key=lambda c: -c.label["tensor_parallel"])
+        res = None
+        for case in uniform:
+            left = opts.time_limit_s - (time.perf_counter() - start)
+            res = over_cases(fn, inst, replace(opts, time_limit_s=max(left, 0.01)), [case], "tensor_parallel",
+                             every=False)
+            if res.plan is not None or left <= 0:
+                break
+        if res is None:                      # no degree has a group: one GPU per slot
+            return fn(tensor.at_degree(inst, 1), opts)
+        return replace(res, wall_s=time.perf_counter() - start)
+    return solve
+
+
 def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Case], key: str,
                every: bool = True) -> SolverResult:
     """``fn`` on each case on its share of the time left, in proportion to its devices
@@ -167,7 +192,29 @@ def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Cas
             break           # Ctrl-C: the best of the cases solved so far
         if runs[-1][1].stats.get("interrupted"):
             break           # the solver caught Ctrl-C itself and returned its best
+    else:
+        runs = _second_pass(fn, opts, runs, start)
     return _combine(inst, opts, runs, time.perf_counter() - start, key, every and len(runs) == len(cases))
+
+
+def _second_pass(fn: SolverFn, opts: SolveOptions, runs: list, start: float) -> list:
+    """The time the cases left unused (one proved infeasible in a second, say) goes to
+    the open case with the best plan, warm-started from it: an exact solver's shares are
+    set before it knows which cases are quick."""
+    left = opts.time_limit_s - (time.perf_counter() - start)
+    open_ = [i for i, (_, r) in enumerate(runs) if str(r.status) == Status.TIME_LIMIT and r.objective_value is not None]
+    if not open_ or left < max(1.0, 0.1 * opts.time_limit_s):
+        return runs
+    i = min(open_, key=lambda i: runs[i][1].objective_value)
+    case, first = runs[i]
+    again = fn(case.inst, replace(opts, time_limit_s=left, hint=first.plan))
+    bounds = [b for b in (first.best_bound, again.best_bound) if b is not None]
+    better = again.objective_value is not None and (again.objective_value <= first.objective_value
+                                                    or str(again.status) == Status.OPTIMAL)
+    merged = replace(again if better else first, wall_s=first.wall_s + again.wall_s,
+                     status=again.status if str(again.status) == Status.OPTIMAL else first.status,
+                     best_bound=max(bounds) if bounds else None)
+    return runs[:i] + [(case, merged)] + runs[i + 1:]
 
 
 def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float, key: str, complete: bool) -> SolverResult:

@@ -33,8 +33,9 @@ class SolverSpec:
     options: type[Options] | None = None
     # searches micro-batch size and recomputation (§11) itself; else ``get`` runs it per choice
     choices: bool = False
-    # plans tensor-parallel groups (§14): ``get`` runs it at every degree; else at degree 1 only
-    tensor_parallel: bool = True
+    # plans tensor-parallel groups (§14): ``get`` runs it at every degree; False: at degree 1
+    # only; "node": at the largest degree the instance offers, Megatron-LM's classic layout
+    tensor_parallel: bool | str = True
 
     def load(self) -> SolverFn:
         if callable(self.target):
@@ -49,19 +50,21 @@ _SPECS: dict[str, SolverSpec] = {}
 def register(name: str, target: str | Callable | None = None, *, kind: str = "heuristic",
              pareto: str | None = None, certify: bool = False,
              options: type[Options] | None = None, choices: bool = False,
-             tensor_parallel: bool = True) -> str | Callable:
+             tensor_parallel: bool | str = True) -> str | Callable:
     """Add (or replace) a solver. With ``target`` omitted it is a decorator:
     ``@register("mine", kind="baseline")`` above ``def solve(inst, opts)``.
     ``options``: the frozen :class:`~.options.Options` dataclass of what it takes
     in ``SolveOptions.extra`` (``None``: not checked). ``choices``: it searches the
     model's micro-batch sizes and recomputation itself (else ``get`` runs it per choice).
     ``tensor_parallel`` False: a planner without tensor parallelism (DT-FM's), run at
-    degree 1 only."""
+    degree 1 only; "node": a fixed rule, the largest degree (a whole node) first."""
     if kind not in KINDS:
         raise SolverError(f"register {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
         raise SolverError(f"register {name!r}: options must be an Options dataclass (solvers/options.py), "
                           f"got {options!r}")
+    if tensor_parallel not in (True, False, "node"):
+        raise SolverError(f"register {name!r}: tensor_parallel must be True, False or 'node', got {tensor_parallel!r}")
     if pareto is not None and pareto not in PARETO_MODES:
         raise SolverError(f"register {name!r}: pareto must be one of {', '.join(PARETO_MODES)} or None, got {pareto!r}")
 
@@ -90,7 +93,9 @@ def get(name: str) -> SolverFn:
     """The solver, run at every tensor-parallel degree the instance offers and over
     the micro-batch sizes and recomputations it offers (choices.py; a plain call where
     it offers none, or where the solver searches them itself)."""
-    from geotrain_opt.solvers.choices import at_degree_one, over_choices, over_degrees
+    from geotrain_opt.solvers.choices import at_degree_one, at_node_degree, over_choices, over_degrees
     s = spec(name)
     fn = s.load() if s.choices else over_choices(s.load())
+    if s.tensor_parallel == "node":
+        return at_node_degree(fn)
     return over_degrees(fn, race=s.kind != "exact") if s.tensor_parallel else at_degree_one(fn)

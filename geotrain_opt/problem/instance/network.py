@@ -37,7 +37,7 @@ def _read_link(raw: Any, path: str, extra: set[str] = frozenset()) -> tuple[Any,
 
 
 def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.ndarray]:
-    r.unknown_keys({"intra_node", "intra_region", "inter_region", "pairs", "matrix"})
+    r.unknown_keys({"intra_node", "intra_node_by_type", "intra_region", "inter_region", "pairs", "matrix"})
     n = len(devices)
     alpha = np.full((n, n), np.nan)
     beta = np.full((n, n), np.nan)
@@ -110,6 +110,12 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
     np.fill_diagonal(open_, False)
     for a_id, b_id in pairs:
         open_[idx[a_id], idx[b_id]] = False
+    by_type = _by_type(r, devices)
+    if by_type is not None:        # a node's own GPUs' links (NVLink generations differ), before the default
+        la, lb = by_type
+        m = open_ & same_node & ~np.isnan(la)
+        alpha[m], beta[m] = la[m], lb[m]
+        open_ &= ~m
     if "intra_node" in tiers:
         m = open_ & same_node
         alpha[m], beta[m] = tiers["intra_node"]
@@ -143,6 +149,32 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
     np.fill_diagonal(alpha, 0.0)
     np.fill_diagonal(beta, np.inf)
     return alpha, beta
+
+
+def _by_type(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``intra_node_by_type``: [{type, latency_ms, bandwidth_gbps}], the link between two
+    GPUs of a node by their type; for two listed types the slower of the two entries
+    (NaN where a type is not listed: the ``intra_node`` tier applies)."""
+    raw = r.get("intra_node_by_type")
+    if raw is None:
+        return None
+    path = r.sub("intra_node_by_type")
+    if not isinstance(raw, list):
+        raise InstanceError(path, "expected a list of {type, latency_ms, bandwidth_gbps}")
+    types = {d.type for d in devices}
+    entry: dict[str, tuple[float, float]] = {}
+    for i, e in enumerate(raw):
+        er, lat, bw = _read_link(e, f"{path}[{i}]", {"type"})
+        t = er.string("type")
+        if t not in types:
+            raise InstanceError(er.sub("type"), f"no device of type {t!r}")
+        if t in entry:
+            raise InstanceError(er.sub("type"), f"{t!r} listed twice")
+        entry[t] = (lat, bw)
+    lat_of = np.array([entry.get(d.type, (np.nan, np.nan))[0] for d in devices])
+    bw_of = np.array([entry.get(d.type, (np.nan, np.nan))[1] for d in devices])
+    # np.maximum / np.minimum keep a NaN: a pair with an unlisted type stays open
+    return np.maximum(lat_of[:, None], lat_of[None, :]), np.minimum(bw_of[:, None], bw_of[None, :])
 
 
 EGRESS = "egress_usd_per_gb"

@@ -2,7 +2,8 @@
 common interface, each evaluated on the project's cost model.
 
 * ``megatron-uniform``: every GPU, uniform cuts, devices in id order, the best
-  (D, P) with D*P = #GPUs (Megatron-LM's default placement);
+  (D, P) with D*P = #GPUs (Megatron-LM's default placement); registered with
+  ``tensor_parallel="node"``: at the instance's largest degree, a whole node per slot;
 * ``proportional``: every GPU, the same grid, cuts proportional to the slowest
   device of each stage (the heterogeneity-aware idea of Metis / FlashFlex);
 * ``greedy``: the best of the constructive heuristics (fastest-first,
