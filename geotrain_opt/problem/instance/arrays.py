@@ -75,27 +75,33 @@ class InstanceArrays:
         pue = np.array([inst.pue_region.get(d.region, 1.0) for d in inst.devices])
         regions = {r: i for i, r in enumerate(inst.regions)}
         reg = np.array([regions[d.region] for d in inst.devices], dtype=np.int64)
-        with np.errstate(divide="ignore"):
-            inv_beta = np.where(np.isinf(inst.beta), 0.0, 1.0 / inst.beta)
-        inv_beta = np.maximum(inv_beta, nic_inv_share(inst))
+        # n x n arrays are built in place, each term only where the instance has it: at
+        # 10,000 devices one such array is 800 MB (issue 39)
+        inv_beta = 1.0 / inst.beta                      # 1 / inf = 0 on the diagonal
+        if any(d.nic_bps for d in inst.devices):
+            np.maximum(inv_beta, nic_inv_share(inst), out=inv_beta)
         inv_cap, cap_alpha = _inv_capacity(inst, regions, reg)
-        inv_beta = np.maximum(inv_beta, inv_cap[reg[:, None], reg[None, :]])   # no message outruns its pair
+        if inv_cap.any():
+            np.maximum(inv_beta, inv_cap[reg[:, None], reg[None, :]], out=inv_beta)   # no message outruns its pair
         np.fill_diagonal(inv_beta, 0.0)
-        node = _codes([d.node for d in inst.devices])
         mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
-        # the host stack's share of a message: A / gamma over its parallel streams (§14)
-        host = (node[:, None] != node[None, :]) / (inst.streams if inst.streams is not None else 1.0)
-        exposed = inst.options.exposed_comm * m.boundary_bytes() * inv_beta + mu * host
+        exposed = inv_beta * (inst.options.exposed_comm * m.boundary_bytes())
+        if mu > 0:
+            # the host stack's share of a message: A / gamma over its parallel streams (§14)
+            node = _codes([d.node for d in inst.devices])
+            host = (node[:, None] != node[None, :]) / (inst.streams if inst.streams is not None else 1.0)
+            exposed += mu * host
         np.fill_diagonal(exposed, 0.0)
+        alpha = inst.alpha.view()                      # read-only below, the instance's stays writable
         arrs = InstanceArrays(
             speed=np.array([d.speed_at(m.micro_batch * m.seq_len) for d in inst.devices]),
             mem_cap=np.array([d.mem_bytes for d in inst.devices]) * inst.options.memory_headroom,
             p_busy=np.array([d.busy_w for d in inst.devices]) * pue,
             p_wait=np.array([d.wait_w for d in inst.devices]) * pue,
             region=reg,
-            alpha=inst.alpha.copy(),
+            alpha=alpha,
             inv_beta=inv_beta,
-            cross=(reg[:, None] != reg[None, :]).astype(float),
+            cross=np.not_equal(reg[:, None], reg[None, :], out=np.empty((len(reg),) * 2, np.float32)),  # 0 or 1
             w_prefix=pre(w), par_prefix=pre(par), act_prefix=pre(act),
             head_work=m.head_work_flop(), fwd_share=m.layer_forward_flop() / m.layer_work_flop(), emb_params=m.embedding_params(),
             head_params=m.head_params(), logits=m.logits_bytes(), A=m.boundary_bytes(),

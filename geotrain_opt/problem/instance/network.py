@@ -129,26 +129,36 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
                       if "intra_node" in tiers else f"needed for {u.id!r} -> {v.id!r} in region {u.region!r}")
             raise InstanceError(r.sub("intra_region"), f"missing: {detail}")
         alpha[m], beta[m] = tiers["intra_region"]
-    m = open_ & ~same_reg
-    if m.any():
-        R = len(reg_names)
-        ra, rb = np.full((R, R), np.nan), np.full((R, R), np.nan)
-        pos = {name: i for i, name in enumerate(reg_names)}
-        for (x, y), (lat, bw) in inter.items():
-            ra[pos[x], pos[y]], rb[pos[x], pos[y]] = lat, bw
-        la = ra[reg_of[:, None], reg_of[None, :]]
-        lb = rb[reg_of[:, None], reg_of[None, :]]
-        missing = m & np.isnan(la)
-        if missing.any():
-            i, j = map(int, np.argwhere(missing)[0])
-            raise InstanceError(r.sub("inter_region"),
-                                f"no entry for regions {devices[i].region!r} -> {devices[j].region!r}")
-        alpha[m], beta[m] = la[m], lb[m]
+    _fill_inter_region(r, devices, alpha, beta, open_ & ~same_reg, reg_of, reg_names, inter)
     for (a_id, b_id), (lat, bw) in pairs.items():      # device pairs override everything
         alpha[idx[a_id], idx[b_id]], beta[idx[a_id], idx[b_id]] = lat, bw
     np.fill_diagonal(alpha, 0.0)
     np.fill_diagonal(beta, np.inf)
     return alpha, beta
+
+
+def _fill_inter_region(r: _Reader, devices: list[Device], alpha: np.ndarray, beta: np.ndarray, m: np.ndarray,
+                       reg_of: np.ndarray, reg_names: list[str], inter: dict) -> None:
+    """The ``inter_region`` entries into the open pairs ``m`` of two regions, block by
+    block of region pairs: n x n temporaries would be 800 MB each at 10,000 devices."""
+    rows = [np.flatnonzero(reg_of == k) for k in range(len(reg_names))]
+    for x, ix in enumerate(rows):
+        for y, iy in enumerate(rows):
+            if x == y or not len(ix) or not len(iy):
+                continue
+            block = np.ix_(ix, iy)
+            mm = m[block]
+            if not mm.any():
+                continue
+            link = inter.get((reg_names[x], reg_names[y]))
+            if link is None:
+                i, j = map(int, np.argwhere(mm)[0])
+                raise InstanceError(r.sub("inter_region"), f"no entry for regions {devices[ix[i]].region!r} -> "
+                                                           f"{devices[iy[j]].region!r}")
+            for target, value in zip((alpha, beta), link):
+                sub = target[block]
+                sub[mm] = value
+                target[block] = sub
 
 
 def _by_type(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.ndarray] | None:
