@@ -204,7 +204,7 @@ def test_schema_files_are_current_and_bundled_files_conform():
     from geotrain_opt.io.schema import DIR, SCHEMAS, render, schema_errors
     for kind in SCHEMAS:
         assert (DIR / f"{kind}.schema.json").read_text() == render(kind), f"run python -m geotrain_opt.io.schema --write"
-    files = sorted(INSTANCES.rglob("*.yaml"))
+    files = sorted(p for p in INSTANCES.rglob("*.yaml") if p.name != "index.yaml")   # the library's index is not one
     assert len(files) >= 40
     for p in files:
         assert schema_errors(yaml.safe_load(p.read_text())) == [], p

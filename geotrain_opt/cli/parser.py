@@ -19,8 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="geotrain-opt", description="The ``geotrain-opt`` command line.")
     ap.add_argument("--version", action="version", version=f"geotrain-opt {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
-    from geotrain_opt.cli import model_commands
-    for add in (_inspection, _analysis, _files, _searches, model_commands.add_parsers):
+    from geotrain_opt.cli import lib_commands, model_commands
+    for add in (_inspection, _analysis, _files, _searches, model_commands.add_parsers, lib_commands.add_parsers):
         add(sub)
     return ap
 

@@ -101,7 +101,7 @@ class InstanceArrays:
             region=reg,
             alpha=alpha,
             inv_beta=inv_beta,
-            cross=np.not_equal(reg[:, None], reg[None, :], out=np.empty((len(reg),) * 2, np.float32)),  # 0 or 1
+            cross=np.not_equal(reg[:, None], reg[None, :], out=np.empty((len(reg),) * 2)),   # no bool temporary
             w_prefix=pre(w), par_prefix=pre(par), act_prefix=pre(act),
             head_work=m.head_work_flop(), fwd_share=m.layer_forward_flop() / m.layer_work_flop(), emb_params=m.embedding_params(),
             head_params=m.head_params(), logits=m.logits_bytes(), A=m.boundary_bytes(),
