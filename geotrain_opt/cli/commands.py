@@ -312,8 +312,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     from geotrain_opt.common.outputs import write_text
     check_writable(args.md, "--md")
     check_writable(args.csv, "--csv")
-    recs = summarize(load_rows(args.results))
+    if args.profile_plot:
+        from geotrain_opt.io.figure_files import out_stem
+        for ext in (".png", ".svg"):
+            check_writable(out_stem(args.profile_plot) + ext, "--profile-plot")
+    rows = load_rows(args.results)
+    recs = summarize(rows)
     md = markdown(recs)
+    if args.profile or args.profile_plot:
+        from geotrain_opt.analysis import performance
+        prof = performance.profile(rows)
+        md += "\n" + performance.markdown(prof, n=len(next(iter(performance.ratios(rows).values()), [])))
+        if args.profile_plot:
+            for w in performance.plot(rows, args.profile_plot):
+                print(f"wrote {w}", file=sys.stderr)
     if args.md:
         write_text(args.md, md, "--md")
     if args.csv:

@@ -26,6 +26,9 @@ def cmd_model_import(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise InstanceError("config", str(e)) from None
     model = model_from_hf(cfg, global_batch=args.global_batch, micro_batch=args.micro_batch, seq_len=args.seq_len)
+    if args.seq_len is None:
+        print(f"note: seq_len {model['seq_len']} is the config's longest context; --seq-len sets the training "
+              f"length", file=sys.stderr)
     if args.instance:
         try:
             data = parse_text(read_text_file(args.instance), args.instance)

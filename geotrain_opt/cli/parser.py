@@ -82,6 +82,9 @@ def _analysis(sub: Any) -> None:
     p.add_argument("--md", help="write the Markdown table here")
     p.add_argument("--csv", help="write the CSV table here")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON")
+    p.add_argument("--profile", action="store_true",
+                   help="add the performance profile over the instances (Dolan-Moré: share within τ of the best)")
+    p.add_argument("--profile-plot", metavar="PATH", help="draw the performance profile (PNG and SVG)")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("plot", help="figures: pareto, scaling, gantt, map (PNG and SVG)")
     p.add_argument("instance")
