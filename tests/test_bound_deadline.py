@@ -54,3 +54,36 @@ def test_stops_between_its_steps_and_keeps_nothing(big, calls):
 def test_computed_when_the_time_suffices(big):
     out = shape_bounds(big, stop=FakeUntil(left=1e9))
     assert all(b.by != "not computed" for b in out.values()) and min(b.value for b in out.values()) > 0
+
+
+def test_the_instance_bound_takes_cheap_shapes_first_and_equals_the_least_full_bound():
+    """instance_bound without an exact solver's shape bounds: shapes in increasing
+    order of their memory-and-compute bound, the full bound only until that cheap one
+    reaches the least full one. Cross-check: the very least over every shape's full
+    bound, and no cheap bound above its full one."""
+    from geotrain_opt.bounds import instance_bound
+    for family, n in (("geo", 64), ("memory-tight", 12), ("mixed-power", 10)):
+        inst = instance_from_dict(generate(family, n, 1))
+        fast, by = instance_bound(inst)
+        sb = cuts.ShapeBounds(inst)
+        full = shape_bounds(instance_from_dict(generate(family, n, 1)))
+        assert fast == pytest.approx(min(b.value for b in full.values()), rel=1e-12), family
+        assert all(sb.cheap(*s).value <= b.value * (1 + 1e-12) for s, b in full.items())
+        assert sum(by.values()) == len(full)
+
+
+def test_an_instance_bound_cut_short_keeps_the_cheap_bounds_not_zero():
+    """stop() true as soon as the per-instance work is done: no shape gets its full
+    bound, and the bound is the least cheap one (valid: each is a lower bound of its
+    shape), not the trivial 0."""
+    from geotrain_opt.bounds import instance_bound
+    inst = instance_from_dict(generate("geo", 64, 0))
+    counter = FakeUntil(left=1e9)
+    cuts.ShapeBounds(inst, counter)
+    checks = 10**9 - counter.calls           # the stop() calls of the per-instance work
+    value, by = instance_bound(instance_from_dict(generate("geo", 64, 0)), FakeUntil(left=1e9, calls=checks))
+    sb = cuts.ShapeBounds(inst)
+    from geotrain_opt.construct.pieces import feasible_shapes
+    least_cheap = min(sb.cheap(*s).value for s in feasible_shapes(inst))
+    assert value == pytest.approx(least_cheap, rel=1e-12) and value > 0
+    assert by.get("compute only (time)", 0) > 0 and "merge tier" not in by

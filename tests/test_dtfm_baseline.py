@@ -81,6 +81,24 @@ def test_bottleneck_matching_and_open_path_against_enumeration():
         assert sum(W[a, b] for a, b in zip(path, path[1:])) == pytest.approx(cost)
 
 
+def test_fast_two_opt_makes_the_moves_of_the_plain_one():
+    """Past HELD_KARP_MAX stages the open path is nearest neighbour + 2-opt: the fast
+    pass (each move's change from its end edges) takes the very moves of the plain one
+    (whole lengths compared), so DT-FM's search is unchanged, only faster."""
+    rng = np.random.default_rng(3)
+    for P in (5, 17, 24):
+        for _ in range(4):
+            X = rng.uniform(size=(P, 2))
+            W = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+            start = [int(x) for x in rng.permutation(P)]
+            fast, plain = dtfm._two_opt(W, list(start)), dtfm._two_opt_any(W, list(start))
+            assert fast == plain and sorted(fast) == list(range(P))
+    W = rng.uniform(size=(20, 20))
+    W = W + W.T
+    cost, path = dtfm.open_tsp(W)       # 20 > HELD_KARP_MAX: the heuristic
+    assert sorted(path) == list(range(20)) and cost == pytest.approx(dtfm._length(W, path))
+
+
 def test_crossover_and_local_search_keep_groups_balanced():
     rng = np.random.default_rng(1)
     inst = instance_from_dict(dt.scenario("4"))

@@ -30,7 +30,8 @@ def test_every_record_of_the_bundled_library_verifies():
     for r in idx["records"]:
         assert (r["status"] == "optimal") == (r.get("gap") is not None and r["gap"] <= 1e-6)
         if r.get("best"):
-            assert r["best"]["solver"] and r["best"]["command"].startswith("geotrain-opt ")
+            # the command that reproduces it: the CLI, or a script of benchmarks/ (a layout no solver builds)
+            assert r["best"]["solver"] and r["best"]["command"].startswith(("geotrain-opt ", "python benchmarks/"))
 
 
 @pytest.fixture

@@ -97,33 +97,51 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     if objective is not None and objective not in OBJECTIVES:
         raise GeoTrainError(f"{where}: objective must be one of {', '.join(OBJECTIVES)}, got {str(objective)[:40]!r}")
     jobs = []
-    from geotrain_opt import solvers
     for inst in d["instances"]:
         if not isinstance(inst, str) or not inst:
             raise GeoTrainError(f"{where}: instances: expected file names, got {str(inst)[:40]!r}")
-        ipath = Path(inst)
-        if not ipath.is_absolute() and not ipath.exists():
-            ipath = base / inst
-        if not ipath.is_file():
-            raise GeoTrainError(f"{where}: instances: no such file {inst}")
-        digest = hashlib.sha256(ipath.read_bytes()).hexdigest()[:16]
-        for s in d["solvers"]:
-            if not (isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("name"), str))):
-                raise GeoTrainError(f"{where}: solvers: expected a name or {{name, ...}}, got {str(s)[:40]!r}")
-            spec = {"name": s} if isinstance(s, str) else dict(s)
-            if not isinstance(spec.get("extra", {}), dict):
-                raise GeoTrainError(f"{where}: solvers: {spec['name']}: extra must be a mapping")
-            try:                            # unknown solver or option: clear error now, not mid-sweep
-                solvers.check_options(spec["name"], spec.get("extra", {}))
-            except GeoTrainError as e:
-                raise GeoTrainError(f"{where}: solvers: {e}") from None
-            seeds = _suite_seeds(f"{where}: solvers: {spec['name']}: seeds", spec.get("seeds", default_seeds))
-            limit = _suite_limit(f"{where}: solvers: {spec['name']}", spec.get("time_limit", default_limit))
-            for seed in seeds:
-                jobs.append(Job(str(ipath), spec["name"], seed, limit, objective,
-                                json.dumps(spec.get("extra", {}), sort_keys=True),
-                                str(spec.get("label", spec["name"])), digest))
+        for ipath in _instance_files(where, base, inst):
+            jobs += _jobs_of(where, ipath, d, objective, default_seeds, default_limit)
     return str(d.get("name", p.stem)), jobs
+
+
+def _instance_files(where: str, base: Path, inst: str) -> list[Path]:
+    """An entry of a suite's instances: a file, or a benchmark library's folder (its
+    index.yaml lists the instances, in its order)."""
+    ipath = Path(inst)
+    if not ipath.is_absolute() and not ipath.exists():
+        ipath = base / inst
+    if ipath.is_dir() and (ipath / "index.yaml").is_file():
+        from geotrain_opt.analysis.library import load_index
+        return [ipath / r["instance"] for r in load_index(ipath)["records"]]
+    if not ipath.is_file():
+        raise GeoTrainError(f"{where}: instances: no such file {inst}")
+    return [ipath]
+
+
+def _jobs_of(where: str, ipath: Path, d: dict[str, Any], objective: str | None, default_seeds: list[int],
+             default_limit: float) -> list[Job]:
+    """The jobs of one instance file: every solver entry at each of its seeds."""
+    from geotrain_opt import solvers
+    jobs = []
+    digest = hashlib.sha256(ipath.read_bytes()).hexdigest()[:16]
+    for s in d["solvers"]:
+        if not (isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("name"), str))):
+            raise GeoTrainError(f"{where}: solvers: expected a name or {{name, ...}}, got {str(s)[:40]!r}")
+        spec = {"name": s} if isinstance(s, str) else dict(s)
+        if not isinstance(spec.get("extra", {}), dict):
+            raise GeoTrainError(f"{where}: solvers: {spec['name']}: extra must be a mapping")
+        try:                            # unknown solver or option: clear error now, not mid-sweep
+            solvers.check_options(spec["name"], spec.get("extra", {}))
+        except GeoTrainError as e:
+            raise GeoTrainError(f"{where}: solvers: {e}") from None
+        seeds = _suite_seeds(f"{where}: solvers: {spec['name']}: seeds", spec.get("seeds", default_seeds))
+        limit = _suite_limit(f"{where}: solvers: {spec['name']}", spec.get("time_limit", default_limit))
+        for seed in seeds:
+            jobs.append(Job(str(ipath), spec["name"], seed, limit, objective,
+                            json.dumps(spec.get("extra", {}), sort_keys=True),
+                            str(spec.get("label", spec["name"])), digest))
+    return jobs
 
 
 def done_keys(results: Path) -> set[str]:
@@ -144,6 +162,11 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
     fails with a GeoTrainError becomes a row with status "error", not a dead sweep."""
     from geotrain_opt import solvers
     from geotrain_opt.problem.instance import load_instance
+    from geotrain_opt.solvers import trace
+    try:        # the solver's module imported before the clock starts: a worker's first run pays no imports
+        solve = solvers.get(job.solver)
+    except Exception:       # noqa: BLE001  (an unknown solver becomes the error row below)
+        solve = None
     t = time.perf_counter()
     from geotrain_opt.common.provenance import provenance
     head = {"key": job.key, "instance": job.instance, "instance_hash": job.digest, "solver": job.solver,
@@ -153,8 +176,12 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
         inst = load_instance(Path(root) / job.instance if not Path(job.instance).is_absolute() else job.instance)
         if job.objective:
             inst = inst.with_options(kind=job.objective)
-        res = solvers.get(job.solver)(inst, solvers.build_options(job.solver, json.loads(job.extra),
-                                                                  time_limit_s=job.time_limit, seed=job.seed))
+        with trace.recording(t) as tr:      # the run's clock: loading included, as its wall_s
+            # the budget is the run's wall time: what loading took comes off the solver's limit
+            left = max(0.05, job.time_limit - (time.perf_counter() - t))
+            opts = solvers.build_options(job.solver, json.loads(job.extra), time_limit_s=left, seed=job.seed)
+            res = (solve or solvers.get(job.solver))(inst, opts)
+        trace.attach(tr, res)
     except Exception as e:      # one bad run must not kill the sweep (and again on every resume)
         msg = str(e) if isinstance(e, GeoTrainError) else f"{type(e).__name__}: {e}"
         return {**head, "instance_name": Path(job.instance).stem, "n_gpus": None, "objective": job.objective,
@@ -167,7 +194,8 @@ def run_job(job: Job, root: str = ".") -> dict[str, Any]:
             "objective_value": res.objective_value, "best_bound": res.best_bound,
             "devices_used": len(res.plan.devices) if res.plan else None,
             "wall_s": time.perf_counter() - t, "plan": res.plan.to_dict() if res.plan else None,
-            "provenance": res.provenance}
+            # [seconds, value] at each improvement (anytime curves, time-to-target ECDFs)
+            "trajectory": res.stats["trajectory"], "provenance": res.provenance}
 
 
 def _append(results: Path, row: dict[str, Any]) -> None:

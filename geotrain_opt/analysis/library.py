@@ -140,6 +140,18 @@ def _restatus(rec: dict[str, Any]) -> None:
     rec["status"] = "optimal" if gap <= 1e-6 else "open"
 
 
+def best_known(root: Path = LIB) -> dict[str, tuple[str, float]]:
+    """Instance file hash (as bench rows carry it, ``instance_hash``) -> (objective,
+    best known value): the references of a benchmark run on the library."""
+    import hashlib
+    out = {}
+    for r in load_index(root)["records"]:
+        path = root / r["instance"]
+        if r.get("best") is not None and path.is_file():
+            out[hashlib.sha256(path.read_bytes()).hexdigest()[:16]] = (r.get("objective"), float(r["best"]["value"]))
+    return out
+
+
 def dump_index(idx: dict[str, Any]) -> str:
     import yaml
     return "# geotrain-opt benchmark library: records verified by `geotrain-opt lib check`\n" + yaml.safe_dump(

@@ -121,11 +121,43 @@ def instance_bound(inst: "Instance", stop: Callable[[], bool] | None = None) -> 
             for k, c in n.items():
                 by[k] = by.get(k, 0) + c
         return value, by
-    bounds = shape_bounds(inst, stop=stop)
+    bounds = inst._cache.get("shape_bounds")
+    if bounds is None:          # not computed for an exact solver: the least, cheap shapes first
+        return _least_bound(inst, stop)
     by: dict[str, int] = {}
     for b in bounds.values():
         by[b.by] = by.get(b.by, 0) + 1
     return min((b.value for b in bounds.values()), default=INF), by
+
+
+def _least_bound(inst: "Instance", stop: Callable[[], bool] | None) -> tuple[float, dict[str, int]]:
+    """The least shape bound without every shape's full bound: each shape's cheap
+    bound (memory and compute, valid alone) first, then the full bound of the shapes
+    in increasing order of it, until the next cheap bound is no lower than the least
+    full one found: the rest cannot set the least (their plans are no better than
+    their cheap bound). ``stop()`` true: the shapes not reached count their cheap
+    bound (``by["compute only (time)"]``), still a valid bound, not 0."""
+    if stop is not None and hasattr(stop, "left") and stop.left() < precompute_estimate(inst):
+        return 0.0, {"not computed": len(feasible_shapes(inst))}
+    try:
+        sb = ShapeBounds(inst, stop)
+    except Stopped:
+        return 0.0, {"not computed": len(feasible_shapes(inst))}
+    cheap = sorted((sb.cheap(*s) for s in feasible_shapes(inst)), key=lambda b: (b.value, b.D, b.P))
+    best, by = INF, {}
+    for i, c in enumerate(cheap):
+        if c.value >= best or (stop is not None and stop()):
+            # this one and the rest keep their cheap bound, each at least c's
+            late = c.value < best
+            for r in cheap[i:]:
+                key = "compute only (time)" if late and r.by == "compute" else r.by
+                by[key] = by.get(key, 0) + 1
+            best = min(best, c.value)
+            break
+        b = sb(c.D, c.P)
+        by[b.by] = by.get(b.by, 0) + 1
+        best = min(best, b.value)
+    return best, by
 
 
 def attach_bound(inst: "Instance", res, stop: Callable[[], bool] | None = None) -> None:

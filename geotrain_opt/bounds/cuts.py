@@ -391,20 +391,24 @@ class ShapeBounds:
         return bool(self._mem[key] <= self.cap_desc[D - 1])
 
     def _least_peak_memory(self, D: int, P: int, q: int) -> float:
+        """best[l]: the least peak memory of stages so far covering layers [0, l); each
+        stage j takes layers [lo, hi), every (lo, hi) of it at once (an L x L table)."""
         a = self.a
         L = a.L
-        best = np.full(L + 1, INF)              # best[l]: stages so far cover layers [0, l)
+        best = np.full(L + 1, INF)
         best[0] = 0.0
+        lo, hi = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")
         for j in range(P):
-            infl = sc.inflight(a, P, j, q)
-            nxt = np.full(L + 1, INF)
-            for l in range(j + 1, L - (P - 1 - j) + 1):
-                lo = np.arange(j, l)
-                N = sc.stage_params(a, lo, l, j == 0, j == P - 1)
-                mem = sc.stage_memory(a, N, sc.stage_act(a, lo, l), j == P - 1, np.full(len(lo), infl), D)
-                nxt[l] = np.maximum(best[lo], mem).min()
-            best = nxt
+            last = j == P - 1
+            valid = (lo >= j) & (lo < hi) & (hi <= L - (P - 1 - j))
+            N = sc.stage_params(a, lo, hi, j == 0, last)
+            mem = sc.stage_memory(a, N, sc.stage_act(a, lo, hi), last, sc.inflight(a, P, j, q), D)
+            best = np.where(valid, np.maximum(best[:, None], mem), INF).min(axis=0)
         return float(best[L])
 
     def __call__(self, D: int, P: int) -> ShapeBound:
         return bound_shape(self, D, P)
+
+    def cheap(self, D: int, P: int) -> ShapeBound:
+        """Memory and compute only (bound_shape's ``cheap``)."""
+        return bound_shape(self, D, P, cheap=True)

@@ -33,13 +33,19 @@ class ShapeBound:
     E: float                # the bound on the energy
 
 
-def bound_shape(sb: "ShapeBounds", D: int, P: int) -> ShapeBound:
-    """The bound of shape (D, P): inf where its memory or a limit rules it out."""
-    a, obj = sb.a, sb.inst.objective
+def bound_shape(sb: "ShapeBounds", D: int, P: int, cheap: bool = False) -> ShapeBound:
+    """The bound of shape (D, P): inf where its memory or a limit rules it out.
+    ``cheap``: memory and compute only (work and the replicas' periods, no link):
+    weaker, a fraction of the cost, and valid alone (instance_bound orders the shapes
+    by it and skips the full bound of those it already puts above the least)."""
+    a = sb.a
     m_light = a.M // D if a.uniform else 1
     _S, q_light = (int(v) for v in sc.flushes(a, m_light))
     if not sb._memory_ok(D, P, q_light):
         return ShapeBound(D, P, INF, "memory", INF, INF)
+    if cheap:
+        # without a ring term, c = 0: a bound on max_k T_k, as the ringless one below
+        return _limits(sb, D, P, _Shape(sb, D, P, ringless=True).compute_bound(), "compute")
     T, by = _Shape(sb, D, P).time_bound()
     if D > 1 and P > 1:
         # the rings overlap the drain, so the bounds with a ring count only part of the
@@ -47,6 +53,13 @@ def bound_shape(sb: "ShapeBounds", D: int, P: int) -> ShapeBound:
         T_pipe, by_pipe = _Shape(sb, D, P, ringless=True).time_bound()
         if T_pipe > T:
             T, by = T_pipe, by_pipe
+    return _limits(sb, D, P, T, by)
+
+
+def _limits(sb: "ShapeBounds", D: int, P: int, T: float, by: str) -> ShapeBound:
+    """The shape's bound from its time bound T: the energy bound, the ε-limits, the
+    primary objective."""
+    a, obj = sb.a, sb.inst.objective
     if obj.max_time_s is not None and T > obj.max_time_s:
         return ShapeBound(D, P, INF, "limit", T, INF)
     E = a.M * sb.W * sb.j_per_flop + float(sb.pw_pre[D * P]) * T

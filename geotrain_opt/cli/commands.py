@@ -107,23 +107,20 @@ def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
                                  workers=args.workers, hint=hint, progress=not args.quiet, verbose=args.verbose)
 
 
-# what a solver leaves of the command's time for the bound attached after it and for
-# its own overshoot (the last model or generation it started; exact solvers at 64 GPUs
-# run up to 2 s past their limit, benchmarks/results/time_limits.md)
-BOUND_RESERVE = 0.15
-
-
 def _whole_command(args: argparse.Namespace, opts: solvers.SolveOptions) -> tuple[solvers.SolveOptions, float]:
-    """--time-limit is the command's wall time (issue 39): what loading took comes off
-    the solver's limit, and the solver leaves BOUND_RESERVE of the rest to the bound.
+    """--time-limit is the command's wall time (issue 39, solvers/budget.whole_limit).
     Returns the options and the command's end (``time.perf_counter()``)."""
     import time
     from dataclasses import replace
     from geotrain_opt import cli
-    started = cli.STARTED if cli.STARTED is not None else time.perf_counter()
-    until = started + args.time_limit
-    left = until - time.perf_counter()
-    return replace(opts, time_limit_s=max(0.05, left * (1.0 - BOUND_RESERVE))), until
+    from geotrain_opt.solvers.budget import whole_limit
+    limit, until = whole_limit(args.time_limit, cli.STARTED if cli.STARTED is not None else time.perf_counter())
+    return replace(opts, time_limit_s=limit), until
+
+
+def _started() -> float | None:
+    from geotrain_opt import cli
+    return cli.STARTED
 
 
 def _print_result(inst: Instance, res) -> None:
@@ -179,7 +176,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         return 2
     opts, until = _whole_command(args, _options(args, inst))
     # the API's pipeline: the solver, the plan a framework runs (--exportable), then the bound
-    res = solvers.run(args.solver, inst, opts, until, exportable=getattr(args, "exportable", None))
+    res = solvers.run(args.solver, inst, opts, until, exportable=getattr(args, "exportable", None),
+                      started=_started())
     res.stats["command_time_limit_s"] = args.time_limit
     _save_or_print(res, args.out)   # saved before certifying: a long second proof never loses it
     if args.certify:
@@ -312,10 +310,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from geotrain_opt.common.outputs import write_text
     check_writable(args.md, "--md")
     check_writable(args.csv, "--csv")
-    if args.profile_plot:
-        from geotrain_opt.io.figure_files import out_stem
-        for ext in (".png", ".svg"):
-            check_writable(out_stem(args.profile_plot) + ext, "--profile-plot")
+    for flag in ("profile_plot", "ecdf_plot", "anytime_plot"):
+        if getattr(args, flag):
+            from geotrain_opt.io.figure_files import out_stem
+            for ext in (".png", ".svg"):
+                check_writable(out_stem(getattr(args, flag)) + ext, "--" + flag.replace("_", "-"))
     rows = load_rows(args.results)
     recs = summarize(rows)
     md = markdown(recs)
@@ -326,12 +325,40 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.profile_plot:
             for w in performance.plot(rows, args.profile_plot):
                 print(f"wrote {w}", file=sys.stderr)
+    if args.anytime or args.ecdf_plot or args.anytime_plot:
+        md += "\n" + _anytime(rows, args)
     if args.md:
         write_text(args.md, md, "--md")
     if args.csv:
         write_text(args.csv, to_csv(recs), "--csv")
     print(json.dumps(recs, indent=2, default=str) if args.json else md)
     return 0
+
+
+def _anytime(rows: list[dict], args: argparse.Namespace) -> str:
+    """The anytime table (and figures) of ``report`` (analysis/anytime.py)."""
+    from geotrain_opt.analysis import anytime
+    known = {}
+    if args.lib:
+        from geotrain_opt.analysis.library import best_known
+        by_hash = best_known(Path(args.lib))
+        known = {r["instance_name"]: by_hash[r["instance_hash"]][1] for r in rows
+                 if r.get("instance_hash") in by_hash and by_hash[r["instance_hash"]][0] == r.get("objective")}
+    ref = anytime.references(rows, known)
+    _, missing = anytime.runs_by(rows)
+    if missing == len(rows):
+        raise GeoTrainError(f"report: {args.results}: no row has a trajectory (rows written before "
+                            f"bench recorded them): run the suite again into a new results file")
+    names = [x for x in (args.anytime_instances or "").split(",") if x]
+    anytime.check_names(rows, ref, names)      # before any figure is written
+    figures = []
+    if args.ecdf_plot:
+        figures += anytime.plot_ecdf(rows, ref, args.ecdf_plot)
+    if args.anytime_plot:
+        figures += anytime.plot_anytime(rows, ref, args.anytime_plot, names=names or None)
+    for w in figures:
+        print(f"wrote {w}", file=sys.stderr)
+    return anytime.markdown(anytime.table(rows, ref), missing)
 
 
 def _results(args: argparse.Namespace) -> list[dict]:

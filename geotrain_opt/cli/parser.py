@@ -85,6 +85,15 @@ def _analysis(sub: Any) -> None:
     p.add_argument("--profile", action="store_true",
                    help="add the performance profile over the instances (Dolan-Moré: share within τ of the best)")
     p.add_argument("--profile-plot", metavar="PATH", help="draw the performance profile (PNG and SVG)")
+    p.add_argument("--anytime", action="store_true",
+                   help="add anytime measures from the runs' incumbent trajectories: targets hit, time to 1 %%, "
+                        "primal integral")
+    p.add_argument("--ecdf-plot", metavar="PATH", help="draw the runtime-to-target ECDF of each solver")
+    p.add_argument("--anytime-plot", metavar="PATH", help="draw each instance's best value over time, per run")
+    p.add_argument("--anytime-instances", metavar="A,B,...",
+                   help="the instances of --anytime-plot (default: the first 12 by name)")
+    p.add_argument("--lib", metavar="DIR", help="references: the best known values of this benchmark library "
+                                                 "(instances matched by content) where they beat every row")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("plot", help="figures: pareto, scaling, gantt, map (PNG and SVG)")
     p.add_argument("instance")

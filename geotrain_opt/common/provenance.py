@@ -25,8 +25,10 @@ def _static() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    import os
+    # the machine a timing was made on: budgets compare only on like machines (issue 41's protocol)
     return {"versions": versions, "python": platform.python_version(), "host": platform.node(),
-            "platform": platform.platform(terse=True), "commit": _commit()}
+            "platform": platform.platform(terse=True), "cpus": os.cpu_count(), "commit": _commit()}
 
 
 def _commit() -> str | None:

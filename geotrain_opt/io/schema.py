@@ -210,7 +210,7 @@ def result_schema() -> dict[str, Any]:
         "provenance": {"type": "object", "properties": {
             "versions": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
             "python": {"type": "string"}, "host": {"type": "string"}, "platform": {"type": "string"},
-            "commit": {"type": ["string", "null"]}, "time_utc": {"type": "string"}}},
+            "cpus": {"type": ["integer", "null"]}, "commit": {"type": ["string", "null"]}, "time_utc": {"type": "string"}}},
     }, ("solver", "status", "objective", "plan"))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": _URL + "result.schema.json",
             "title": "geotrain-opt result", "description": "formulations/model.md §5", **result}

@@ -63,7 +63,8 @@ def build_options(solver: str, extra: Mapping[str, Any] | None = None, *, option
     return made
 
 
-def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None, exportable: str | None = None) -> Any:
+def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None, exportable: str | None = None,
+        started: float | None = None) -> Any:
     """The one solve pipeline of the API and the CLI: the solver, then the instance's
     certified lower bound and the gap to it attached to the result (any solver), and
     the plan simulated (``stats["simulation"]``, with a warning where the simulator
@@ -71,11 +72,17 @@ def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None, ex
     ``time.perf_counter()`` instant): the whole command's end; the bound stops there
     and the simulation is skipped past it (the solver's own limit is the caller's).
     ``exportable`` (megatron, deepspeed, torch): the plan projected onto what that
-    framework runs (``exportable.py``), before the bound is attached."""
+    framework runs (``exportable.py``), before the bound is attached. ``started`` (a
+    ``time.perf_counter()`` instant, default now): where the incumbent trajectory's
+    clock starts (``stats["trajectory"]``, trace.py)."""
     from geotrain_opt.bounds import attach_bound
     from geotrain_opt.common.clock import Until
     from geotrain_opt.cost.simulate import simulation_check
-    res = get(name)(inst, opts)
+    from geotrain_opt.solvers import trace
+    # the trajectory from the command's start when the caller gave it (loading included)
+    with trace.recording(started) as tr:
+        res = get(name)(inst, opts)
+    trace.attach(tr, res)      # the search's own: an exportable projection below may change the plan
     if exportable:
         import time
         from geotrain_opt.solvers.exportable import restrict

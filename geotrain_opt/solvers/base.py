@@ -16,6 +16,7 @@ from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.solvers.result import SolverResult
 from geotrain_opt.solvers.result import Status
+from geotrain_opt.solvers import trace
 
 if TYPE_CHECKING:                     # pragma: no cover
     from geotrain_opt.solvers.options import Options
@@ -106,6 +107,7 @@ class Incumbent:
         """As ``offer``, with the objective key already computed (a batch's, a genome's)."""
         if objmod.better(self.inst.objective, k, self.key):
             self.key, self.plan, self.T, self.E = k, plan, T, E
+            trace.note(k[0])
             return True
         return False
 

@@ -1,6 +1,5 @@
-"""The rows of one (D, P) model, one method per family in the order of
-formulations/exact.md (the order in which variables are created is part of what a
-CP-SAT run does, so it is fixed)."""
+"""The rows of one (D, P) model, one method per family in the order of formulations/exact.md
+(the order in which variables are created is part of what a CP-SAT run does, so it is fixed)."""
 from __future__ import annotations
 
 from typing import Any
@@ -307,6 +306,7 @@ class _Model:
             self.PT[k] = pt = be.real(f"PT_{k}", self.T_ub, self.spec.t_unit)
             fill = [r for j in J for r in self.stage_row(k, j)] + [(2.0, lk[k, j]) for j in range(P - 1)]
             for m, S_k, _q, lits in self.m_cases(k):
+                self.tick()         # 1F1B's window rows: thousands of long rows in a deep pipeline
                 be.ge(pt, _scaled(fill, float(S_k)) + [(float(m - S_k), tau[k])], 0.0, lits)
                 if not self.a.gpipe:
                     for window in self.window_rows(k, fill, m, S_k):

@@ -28,6 +28,7 @@ from geotrain_opt.solvers.search.memetic.parallel import _Parallel
 from geotrain_opt.solvers.search.memetic.toolbox import _set_fitness, build_toolbox, choice_shapes
 from geotrain_opt.solvers.budget import SEED_SOLVER_SHARE, SITE_SHARE
 from geotrain_opt.solvers.result import Status
+from geotrain_opt.solvers import trace
 
 
 
@@ -100,6 +101,7 @@ class MemeticRun:
         seeds, say = self.seeds, self._say
         with stop.guard():
             self.evo.evaluate(self.hinted, self._toolbox(0))
+            self._note(self.hinted)
             # structured seeds at every micro-batch size and recomputation the model offers (§11)
             for ch in range(choice_count(inst)) if o.seeding else ():
                 vi = variant(inst, ch)
@@ -118,6 +120,7 @@ class MemeticRun:
                     say(f"{self.name}: seeding inside fast components")
                     inside = [self._genome(Plan.from_indices(inst.ids, *c), ch) for c in component_plans(vi)]
                     fit(inside)
+                    self._note(inside)
                     seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
             for name in o.seed_solvers:    # baseline plans as seeds, on a share of the time
                 from geotrain_opt.solvers import get as _get
@@ -129,16 +132,19 @@ class MemeticRun:
             # otherwise fall out of the population before local search ever sees it
             say(f"{self.name}: evaluating {len(seeds)} seeds")
             self.evo.evaluate(seeds, self._toolbox(0))
+            self._note(seeds)
             for k, g in enumerate(seeds):
                 if stop():
                     break
                 say(f"{self.name}: cuts of seed {k + 1}/{len(seeds)}")
                 optimize_cuts(fit, g, rng, stop=stop)
                 _set_fitness(g, o.pareto)
+                self._note([g])
             if o.seeding and not stop():
                 # last, on what time the other seeds leave (site_rings polishes its own cuts)
                 more = self._site_seeds(sorted({(g.genes["ch"], g.D, g.P) for g in seeds}))
                 self.evo.evaluate(more, self._toolbox(0))
+                self._note(more)
                 for g in more:
                     _set_fitness(g, o.pareto)
                 seeds += more
@@ -180,6 +186,14 @@ class MemeticRun:
             return self.stop() or self.stop.progress > SITE_SHARE
         found = site_plans([(variant(inst, ch), D, P) for ch, D, P in shapes], SITE_SHAPES, stop)
         return [self._genome(Plan.from_indices(inst.ids, *built), shapes[i][0]) for _v, i, built in found]
+
+    def _note(self, genomes: list[Genome]) -> None:
+        """Generation 0's plans as they get their cost: the trajectory's first points
+        (the plans an interrupt here would return, ``fallback``)."""
+        if not self.options.pareto:
+            feasible = [g.key[0] for g in genomes if g.key is not None and g.feasible]
+            if feasible:
+                trace.note(min(feasible))
 
     def _genome(self, plan: Plan, ch: int) -> Genome:
         """The genome of a plan built at choice ``ch`` (§11) of the instance."""
@@ -230,6 +244,8 @@ class MemeticRun:
             if self.n_islands > 1 and self.generation % o.migration_interval == 0:
                 self._migrate()
             best = self.best()
+            if best is not None and best.feasible and not o.pareto:
+                trace.note(best.key[0])
             if o.pareto:
                 for isl in self.islands:
                     self.front.update([g for g in isl.pop if g.feasible])
