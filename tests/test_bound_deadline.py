@@ -73,17 +73,21 @@ def test_the_instance_bound_takes_cheap_shapes_first_and_equals_the_least_full_b
 
 
 def test_an_instance_bound_cut_short_keeps_the_cheap_bounds_not_zero():
-    """stop() true as soon as the per-instance work is done: no shape gets its full
+    """stop() true as soon as every shape has its cheap bound: no shape gets its full
     bound, and the bound is the least cheap one (valid: each is a lower bound of its
-    shape), not the trivial 0."""
+    shape), not the trivial 0; true one check earlier (a shape without even its cheap
+    bound): the trivial 0, said so."""
     from geotrain_opt.bounds import instance_bound
     inst = instance_from_dict(generate("geo", 64, 0))
+    from geotrain_opt.construct.pieces import feasible_shapes
     counter = FakeUntil(left=1e9)
     cuts.ShapeBounds(inst, counter)
-    checks = 10**9 - counter.calls           # the stop() calls of the per-instance work
+    # the stop() calls of the per-instance work, then one per shape's cheap bound
+    checks = 10**9 - counter.calls + len(feasible_shapes(inst))
     value, by = instance_bound(instance_from_dict(generate("geo", 64, 0)), FakeUntil(left=1e9, calls=checks))
     sb = cuts.ShapeBounds(inst)
-    from geotrain_opt.construct.pieces import feasible_shapes
     least_cheap = min(sb.cheap(*s).value for s in feasible_shapes(inst))
     assert value == pytest.approx(least_cheap, rel=1e-12) and value > 0
     assert by.get("compute only (time)", 0) > 0 and "merge tier" not in by
+    value, by = instance_bound(instance_from_dict(generate("geo", 64, 0)), FakeUntil(left=1e9, calls=checks - 1))
+    assert value == 0.0 and by == {"not computed": len(feasible_shapes(inst))}

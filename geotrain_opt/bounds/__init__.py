@@ -143,7 +143,13 @@ def _least_bound(inst: "Instance", stop: Callable[[], bool] | None) -> tuple[flo
         sb = ShapeBounds(inst, stop)
     except Stopped:
         return 0.0, {"not computed": len(feasible_shapes(inst))}
-    cheap = sorted((sb.cheap(*s) for s in feasible_shapes(inst)), key=lambda b: (b.value, b.D, b.P))
+    shapes = feasible_shapes(inst)
+    cheap = []
+    for s in shapes:
+        if stop is not None and stop():        # not every shape has even its cheap bound
+            return 0.0, {"not computed": len(shapes)}
+        cheap.append(sb.cheap(*s))
+    cheap.sort(key=lambda b: (b.value, b.D, b.P))
     best, by = INF, {}
     for i, c in enumerate(cheap):
         if c.value >= best or (stop is not None and stop()):

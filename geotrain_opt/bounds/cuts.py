@@ -28,23 +28,19 @@ def _least(values: np.ndarray) -> float:
 
 def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
     """Least, over cuts of the layers into P contiguous non-empty stages, of the
-    largest stage total; ``extra[j]`` is added to stage j (embedding, head)."""
+    largest stage total; ``extra[j]`` is added to stage j (embedding, head). Each
+    stage's every (lo, l) at once: an L x L table per stage."""
     L = len(values)
     pre = np.concatenate([[0.0], np.cumsum(values)])
-    # best[j][l]: least max over the first j+1 stages covering layers [0, l)
-    best = np.full(L + 1, INF)
-    for l in range(1, L + 1):
-        best[l] = pre[l] + extra[0]
+    # best[l]: least max over the first j+1 stages covering layers [0, l)
+    best = pre + extra[0]
     best[0] = INF
+    lo, hi = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")
+    span = pre[hi] - pre[lo]
     for j in range(1, P):
-        nxt = np.full(L + 1, INF)
-        for l in range(j + 1, L + 1):
-            lo = np.arange(j, l)                       # previous stages cover [0, lo)
-            cand = np.maximum(best[lo], pre[l] - pre[lo] + extra[j])
-            nxt[l] = cand.min()
-        best = nxt
+        valid = (lo >= j) & (lo < hi)               # previous stages cover [0, lo)
+        best = np.where(valid, np.maximum(best[:, None], span + extra[j]), INF).min(axis=0)
     return float(best[L])
-
 
 
 class ShapeBounds:
