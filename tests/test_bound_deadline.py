@@ -91,3 +91,23 @@ def test_an_instance_bound_cut_short_keeps_the_cheap_bounds_not_zero():
     assert by.get("compute only (time)", 0) > 0 and "merge tier" not in by
     value, by = instance_bound(instance_from_dict(generate("geo", 64, 0)), FakeUntil(left=1e9, calls=checks - 1))
     assert value == 0.0 and by == {"not computed": len(feasible_shapes(inst))}
+
+
+def test_the_cut_tables_match_every_cut_enumerated():
+    """The min-max cut (``_min_max_partition``) and the least peak memory, each one
+    table per stage, against every cut of the layers enumerated by hand."""
+    import itertools
+    import numpy as np
+    from geotrain_opt.cost import stagecost as sc
+    rng = np.random.default_rng(5)
+    for L, P in ((1, 1), (4, 2), (6, 3), (7, 4), (8, 8)):
+        values, extra = rng.uniform(0, 9, L), rng.uniform(0, 3, P)
+        brute = min(max(sum(values[a:b]) + extra[j] for j, (a, b) in enumerate(zip((0,) + c, c + (L,))))
+                    for c in itertools.combinations(range(1, L), P - 1))
+        assert cuts._min_max_partition(values, P, extra) == pytest.approx(brute, rel=1e-12)
+    inst = instance_from_dict(generate("memory-tight", 8, 2))
+    sb, a = cuts.ShapeBounds(inst), inst.arrays
+    for D, P, q in ((1, 2, 1), (2, 3, 4), (3, 4, 2)):
+        brute = min(max(sc.stage_memory_of(a, P, j, lo, hi, q, D) for j, (lo, hi) in enumerate(zip((0,) + c, c + (a.L,))))
+                    for c in itertools.combinations(range(1, a.L), P - 1))
+        assert sb._least_peak_memory(D, P, q) == pytest.approx(brute, rel=1e-12)
