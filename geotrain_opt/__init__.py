@@ -25,6 +25,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":     # importlib.metadata takes a while: not on the CLI's way in
+        globals()[name] = _package_version()
+        return globals()[name]
     if name in _LAZY:
         import importlib
         value = getattr(importlib.import_module(_LAZY[name]), name)
@@ -34,14 +37,15 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
 
 
-try:
-    from importlib.metadata import PackageNotFoundError, version as _version
-    __version__ = _version("geotrain-opt")
-except PackageNotFoundError:      # running from a source tree that was never installed
-    __version__ = "0.1.0"
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("geotrain-opt")
+    except PackageNotFoundError:      # running from a source tree that was never installed
+        return "0.1.0"
 
 __all__ = ["BatchEvaluator", "Evaluation", "GeoTrainError", "Instance", "InstanceError", "Plan",
            "PlanError", "SolverError", "SolverResult", "evaluate", "instance_from_dict", "load_instance",

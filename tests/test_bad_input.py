@@ -274,8 +274,8 @@ def test_positive_split_off_the_total_stays_infeasible(tiny):
 
 @pytest.mark.parametrize("args,message", [
     (["--solver", "dtfm", "--offspring", "0"], "error: geotrain-opt solve: argument --offspring: must be >= 1, got 0"),
-    (["--solver", "memetic", "--mutations", ""], "error: memetic: option 'mutations' must list at least one value"),
-    (["--solver", "memetic", "--ls-moves", ""], "error: memetic: option 'ls_moves' must list at least one value"),
+    (["--solver", "memetic", "--mutations", ""], "error: geotrain-opt solve: argument --mutations: empty value"),
+    (["--solver", "memetic", "--ls-moves", ","], "error: memetic: option 'ls_moves' must list at least one value"),
 ])
 def test_empty_or_zero_search_options_are_one_line_errors(args, message):
     """Issue 39: --offspring 0 and empty operator lists ran (exit 0) as if meant."""

@@ -74,3 +74,36 @@ def test_cli_solve_exportable_then_export(tmp_path):
     r = run("export-plan", DEMO, tmp_path / "r.json", "--to", "megatron")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["format"] == "megatron"
+
+
+def test_refusal_agrees_with_the_exporters():
+    """``refusal`` (what ``solve --exportable`` projects onto) and the exporters state the
+    same rules twice (one a summary, the others name the field): on many feasible plans
+    of the demo, with equal and unequal splits, uneven cuts and ZeRO, a framework refuses
+    a plan exactly when its exporter raises."""
+    import itertools
+
+    from geotrain_opt.errors import PlanError
+    from geotrain_opt.io.export_plan import to_torch_pipelining as to_torch
+    base = gt.load_instance(DEMO).with_options(batch_split="free")
+    ids = [d.id for d in base.devices]
+    exporters = {"megatron": to_megatron, "deepspeed": to_deepspeed, "torch": to_torch}
+    checked = {"refused": 0, "taken": 0}
+    for zero in (0, 2):
+        inst = base.with_options(zero_stage=zero)
+        for D, P in ((1, 4), (2, 3), (2, 2), (4, 1), (1, 3)):
+            for cuts in itertools.islice((c for c in itertools.combinations(range(1, 24), P - 1)), 0, 40, 7):
+                for mb in ([8 // D] * D, [8 // D + 1] + [8 // D - 1] + [8 // D] * (D - 2)) if D > 1 else ([8],):
+                    plan = Plan.make([ids[k * P:(k + 1) * P] for k in range(D)], (0, *cuts, 24), mb)
+                    if not evaluate(inst, plan).feasible:
+                        continue
+                    for fw, export in exporters.items():
+                        why = refusal(inst, plan, fw)
+                        try:
+                            export(inst, plan)
+                            raised = None
+                        except PlanError as e:
+                            raised = str(e)
+                        assert (why is None) == (raised is None), (fw, plan, why, raised)
+                        checked["refused" if why else "taken"] += 1
+    assert checked["refused"] >= 20 and checked["taken"] >= 20, checked

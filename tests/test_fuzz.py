@@ -11,9 +11,12 @@ import contextlib
 import copy
 import io
 import json
-import os
 import math
+import os
+import random
 import re
+import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -195,3 +198,110 @@ def test_output_write_failure_keeps_the_plan(tmp_path, monkeypatch):
                         "--quiet", "--out", tmp_path / "r.json")
     assert rc == 2 and "disk full" in err
     assert json.loads(out)["plan"]["grid"]
+
+
+# ---- issue 39's second campaign (benchmarks/fuzz_campaign.py): its file strategies, in
+# a fast derandomized profile; the campaign itself runs them by the thousand
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import fuzz_campaign as fc  # noqa: E402
+
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+BAD_SUITE_CASES = [(k, v) for k, vs in fc.SUITE_BAD.items() for v in vs]
+
+
+@FAST
+@given(st.sampled_from(BAD_SUITE_CASES))
+def test_fuzz_bad_suites_are_one_line_errors(case):
+    """A suite with a bad time limit, seeds, objective, solvers or instances: exit 2."""
+    key, value = case
+    suite = {"name": "fz", "time_limit": 1, "seeds": [0], "instances": [str(ROOT / "instances" / "tiny-4gpu-2region.yaml")],
+             "solvers": [{"name": "greedy", "seeds": [0]}], key: value}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "s.yaml").write_bytes(fc.dump_yaml(suite))
+        rc, out, err = _run("bench", Path(tmp) / "s.yaml", "--results", Path(tmp) / "r.jsonl", "--workers", "1")
+        _check(rc, out, err, f"bench {key}={value!r}")
+        assert rc == 2, f"bench accepted {key}: {value!r}"
+        assert not (Path(tmp) / "r.jsonl").exists() or not (Path(tmp) / "r.jsonl").read_text().strip()
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1))
+def test_fuzz_mutated_suites(seed):
+    """Structure-aware edits of a good suite: a clean run or a clean error, never more."""
+    suite = {"name": "fz", "time_limit": 1, "seeds": [0], "instances": [str(ROOT / "instances" / "tiny-4gpu-2region.yaml")],
+             "solvers": [{"name": "greedy", "seeds": [0]}]}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "s.yaml").write_bytes(fc.dump_yaml(fc.mutate(suite, random.Random(seed))))
+        rc, out, err = _run("bench", Path(tmp) / "s.yaml", "--results", Path(tmp) / "r.jsonl", "--workers", "1")
+        _check(rc, out, err, "bench mutated")
+
+
+@FAST
+@given(st.sampled_from(fc.CAL_BAD), st.integers(1, 3))
+def test_fuzz_bad_measurements_are_one_line_errors(measured, rows):
+    tiny = ROOT / "instances" / "tiny-4gpu-2region.yaml"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "t.yaml").write_text(tiny.read_text())
+        (Path(tmp) / "p.json").write_text(json.dumps({"grid": [["e0", "w0"]], "cuts": [0, 2, 4], "micro_batches": [4]}))
+        lines = ["instance,plan,measured_s"] + ["t.yaml,p.json,0.05"] * (rows - 1) + [f"t.yaml,p.json,{measured}"]
+        (Path(tmp) / "runs.csv").write_text("\n".join(lines) + "\n")
+        rc, out, err = _run("calibrate", Path(tmp) / "runs.csv")
+        _check(rc, out, err, f"calibrate {measured!r}")
+        assert rc == 2 and "measured_s" in err
+
+
+_RESULT: dict = {}
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1))
+def test_fuzz_mutated_result_files(seed):
+    """A result file the schema refuses is refused; any other is exported or refused cleanly."""
+    from geotrain_opt.io.schema import schema_errors
+    tiny = ROOT / "instances" / "tiny-4gpu-2region.yaml"
+    with tempfile.TemporaryDirectory() as tmp:
+        if not _RESULT:
+            rc, out, err = _run("solve", tiny, "--solver", "greedy", "--quiet", "--out", Path(tmp) / "r.json")
+            _RESULT.update(json.loads((Path(tmp) / "r.json").read_text()))
+        bad = fc.mutate(_RESULT, random.Random(seed))
+        (Path(tmp) / "bad.json").write_text(json.dumps(bad))
+        rc, out, err = _run("export-plan", tiny, Path(tmp) / "bad.json", "--to", "hostfile")
+        _check(rc, out, err, "export-plan mutated result")
+        if schema_errors(bad, "result") if isinstance(bad, dict) and "plan" in bad and "grid" not in bad else False:
+            assert rc == 2, f"accepted a result the schema refuses: {schema_errors(bad, 'result')[0]}"
+
+
+@FAST
+@given(st.sampled_from([3, 6, 9, 12]), st.sampled_from(["name", "description", "source", "model", "devices"]))
+def test_fuzz_alias_bombs_anywhere(levels, key):
+    """Nested YAML aliases wherever they land: one short line, at once."""
+    text = (ROOT / "instances" / "tiny-4gpu-2region.yaml").read_text()
+    bomb = "x-anchors:\n" + "\n".join("  " + ln for ln in fc.anchor_bomb(levels).splitlines()) + "\n"
+    body = re.sub(rf"(?m)^{key}:.*(\n[ \-].*)*", f"{key}: *a{levels - 1}", text, count=1)
+    if body == text:
+        body = text + f"\n{key}: *a{levels - 1}\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "b.yaml").write_text(bomb + body)
+        rc, out, err = _run("validate", Path(tmp) / "b.yaml")
+        _check(rc, out, err, f"alias bomb {levels} in {key}")
+        assert rc == 2 and len(err) < 600
+
+
+@pytest.mark.parametrize("sig,delay", [(signal.SIGKILL, 0.4), (signal.SIGKILL, 1.2), (signal.SIGTERM, 0.8),
+                                       (signal.SIGINT, 1.0)])
+def test_a_signal_never_leaves_half_a_result(tmp_path, sig, delay):
+    """Killed at any moment, ``--out`` holds its old bytes or a whole new result."""
+    import subprocess
+    import time
+    out = tmp_path / "r.json"
+    out.write_text('{"keep": true}\n')
+    proc = subprocess.Popen([sys.executable, "-m", "geotrain_opt.cli", "solve", str(ROOT / "instances" / "demo-8gpu.yaml"),
+                             "--solver", "memetic", "--time-limit", "3", "-q", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    text = out.read_text()
+    assert text == '{"keep": true}\n' or json.loads(text)["plan"]["grid"]
+    assert not list(tmp_path.glob(".*.tmp")) or sig == signal.SIGKILL      # a kill cannot clean up

@@ -124,7 +124,11 @@ def _jobs_of(where: str, ipath: Path, d: dict[str, Any], objective: str | None, 
     """The jobs of one instance file: every solver entry at each of its seeds."""
     from geotrain_opt import solvers
     jobs = []
-    digest = hashlib.sha256(ipath.read_bytes()).hexdigest()[:16]
+    from geotrain_opt.common.inputs import read_bytes_file
+    try:
+        digest = hashlib.sha256(read_bytes_file(ipath)).hexdigest()[:16]
+    except ValueError as e:
+        raise GeoTrainError(f"{where}: instances: {e}") from None
     for s in d["solvers"]:
         if not (isinstance(s, str) or (isinstance(s, dict) and isinstance(s.get("name"), str))):
             raise GeoTrainError(f"{where}: solvers: expected a name or {{name, ...}}, got {str(s)[:40]!r}")

@@ -22,10 +22,11 @@ _NEEDED = ("instance_name", "solver", "status")
 def load_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a bench JSONL; lines that are cut, not JSON or not result rows are
     skipped (a crash can leave half a line), a missing file is one error line."""
+    from geotrain_opt.common.inputs import read_bytes_file
     try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as e:
-        raise GeoTrainError(f"results {path}: cannot read: {e.strerror or e}") from None
+        text = read_bytes_file(path).decode("utf-8", errors="replace")
+    except ValueError as e:
+        raise GeoTrainError(f"results {path}: {e}") from None
     rows = []
     for line in text.splitlines():
         try:

@@ -16,6 +16,15 @@ class _Parser(argparse.ArgumentParser):
         print(f"error: {self.prog}: {message}", file=sys.stderr)
         sys.exit(2)
 
+    def _get_values(self, action, arg_strings):  # type: ignore[override]
+        # no flag or argument of this command means anything when empty: say so, rather
+        # than read '' as "not given" (--calibration '') or as the current folder
+        for text in arg_strings if action.nargs not in (argparse.PARSER, argparse.REMAINDER) else ():
+            if isinstance(text, str) and not text.strip() and action.dest != "help":
+                name = "/".join(action.option_strings) or action.dest
+                self.error(f"argument {name}: empty value")
+        return super()._get_values(action, arg_strings)
+
 
 def _number(lo: float | None = None, hi: float | None = None, *, open_lo: bool = False, integer: bool = False):
     """An argparse type: a finite number in [lo, hi] ((lo, hi] with ``open_lo``)."""

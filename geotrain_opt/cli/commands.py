@@ -11,8 +11,9 @@ from geotrain_opt.io.describe import describe_evaluation, describe_instance, tab
 from geotrain_opt.errors import GeoTrainError, InstanceError
 from geotrain_opt.cost.evaluator import evaluate
 from geotrain_opt.problem.instance import Instance, load_instance
-from geotrain_opt.common.outputs import OutputError, check_writable
-from geotrain_opt.problem.plan import Plan, slot_label
+from geotrain_opt.cli.files import read_plan
+from geotrain_opt.common.outputs import OutputError, check_figure, check_writable
+from geotrain_opt.problem.plan import slot_label
 from geotrain_opt.cli.args import _SOLVER_FLAGS
 from geotrain_opt.solvers.result import Status
 
@@ -55,14 +56,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from geotrain_opt.problem.instance import check_whole_model_fits
-    inst = load_instance(args.instance)
-    check_whole_model_fits(inst)
-    from geotrain_opt.problem.instance import parse_text, read_text_file
     from geotrain_opt.io.schema import schema_errors
-    errs = schema_errors(parse_text(read_text_file(Path(args.instance)), args.instance))
+    from geotrain_opt.problem.instance import check_whole_model_fits
+    from geotrain_opt.problem.instance.loading import load_instance_data
+    inst, data = load_instance_data(args.instance)
+    check_whole_model_fits(inst)
+    errs = schema_errors(data)
     if errs:     # the reader accepted what the published schema does not: say which
-        raise InstanceError(errs[0].split(": ", 1)[0], "breaks geotrain_opt/schemas/instance.schema.json: "
+        raise InstanceError(errs[0].split(": ", 1)[0], "breaks geotrain_opt/io/schemas/instance.schema.json: "
                             + errs[0].split(": ", 1)[-1], source=args.instance)
     if args.json:
         print(json.dumps({"ok": True, "instance": inst.name, "devices": inst.n, "regions": len(inst.regions),
@@ -85,7 +86,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     inst = _load(args)
-    plan = Plan.load(args.plan)
+    plan = read_plan(args.plan)
     ev = evaluate(inst, plan)
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2))
@@ -95,7 +96,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace, inst: Instance) -> solvers.SolveOptions:
-    hint = Plan.load(args.hint) if getattr(args, "hint", None) else None
+    hint = read_plan(args.hint) if getattr(args, "hint", None) else None
     if hint is not None:
         from geotrain_opt.cost.evaluator import check_plan
         check_plan(inst, hint, "--hint")
@@ -209,7 +210,7 @@ def cmd_pareto(args: argparse.Namespace) -> int:
         from geotrain_opt.solvers.result import SolverResult
         try:
             ref_front = front_points(SolverResult.load(args.reference, inst))
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, GeoTrainError) as e:
             raise GeoTrainError(f"--reference: cannot read a pareto result from {args.reference}: {e}") from None
         if not ref_front:
             raise GeoTrainError(f"--reference: {args.reference} holds no front")
@@ -295,7 +296,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from geotrain_opt.analysis.bench import run_suite
     results = args.results or str(args.suite).rsplit(".", 1)[0] + ".results.jsonl"
-    check_writable(results, "--results")
+    check_writable(results, "--results", regular=True)   # appended to and read back: no stream
     ran = run_suite(args.suite, results, workers=args.workers, dask=args.dask, progress=not args.quiet)
     if args.json:
         from geotrain_opt.analysis.report import load_rows
@@ -311,10 +312,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_writable(args.md, "--md")
     check_writable(args.csv, "--csv")
     for flag in ("profile_plot", "ecdf_plot", "anytime_plot"):
-        if getattr(args, flag):
-            from geotrain_opt.io.figure_files import out_stem
-            for ext in (".png", ".svg"):
-                check_writable(out_stem(getattr(args, flag)) + ext, "--" + flag.replace("_", "-"))
+        check_figure(getattr(args, flag), "--" + flag.replace("_", "-"))
     rows = load_rows(args.results)
     recs = summarize(rows)
     md = markdown(recs)
@@ -384,7 +382,7 @@ def _plot_instance(inst: Instance, args: argparse.Namespace) -> list[str]:
             if res.pareto and all(r.status == Status.OPTIMAL for r in res.pareto):
                 proven.add(s)
         return plots.pareto(inst, fronts, args.out, proven)
-    p = Plan.load(args.plan) if args.plan else None
+    p = read_plan(args.plan) if args.plan else None
     if p is not None:
         p.grid_indices(inst.index)       # a plan of another instance: a clear PlanError
     if args.kind == "gantt":
@@ -437,8 +435,7 @@ def _coords(path: str) -> dict[str, tuple[float, float]]:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from geotrain_opt.io import plots
-    for ext in (".png", ".svg"):
-        check_writable(plots.out_stem(args.out) + ext, "--out")
+    check_figure(args.out, "--out")
     inst = load_instance(args.instance)
     written = plots.scaling(_results(args), args.out) if args.kind == "scaling" else _plot_instance(inst, args)
     if args.json:
@@ -452,7 +449,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from geotrain_opt.cost.simulate import simulate
     inst = load_instance(args.instance)
-    plan = Plan.load(args.plan)
+    plan = read_plan(args.plan)
     ev = evaluate(inst, plan)
     sim = simulate(inst, plan, shared_links=args.shared_links, rendezvous=args.rendezvous)
     rows = [["iteration time T (s)", f"{ev.time_s:.6g}", f"{sim.time_s:.6g}", f"{(sim.time_s / ev.time_s - 1):+.2%}"],
@@ -480,7 +477,7 @@ def cmd_export_plan(args: argparse.Namespace) -> int:
     if args.to.startswith("launch-") and hosts is None:
         raise InstanceError("--hosts", f"{args.to} needs the nodes' addresses (a YAML mapping node: address)")
     launch = {"entry": args.entry, "port": args.port} if args.to.startswith("launch-") else {}
-    write_or_print(export(inst, Plan.load(args.result), args.to, hosts, **launch), args.out, args.to)
+    write_or_print(export(inst, read_plan(args.result), args.to, hosts, **launch), args.out, args.to)
     return 0
 
 

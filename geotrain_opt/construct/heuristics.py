@@ -5,6 +5,7 @@ They make generation 0 reasonable and serve the baselines as well. Each returns
 """
 from __future__ import annotations
 
+from typing import Callable
 
 import numpy as np
 
@@ -181,14 +182,16 @@ def memory_aware(inst: Instance, D: int, P: int):
     return grid, (np.array(cuts, dtype=np.int64) if cuts else _cuts_for(inst, grid, mb)), mb
 
 
-def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, ...] = (1.0, 0.75, 0.5)):
+def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, ...] = (1.0, 0.75, 0.5),
+                    stop: Callable[[], bool] | None = None):
     """Plans that stay inside one fast component of the network: for each tier of
     link speed (bounds.link_tiers), its ``per_tier`` components of most compute,
     and in each every feasible P with D = fraction * (size // P) replicas, devices
     in site order. On a large pool the best plan often uses one region (or one
     node group) and no WAN link at all; the shape grid of ``seed_shapes`` over the
     whole pool rarely lands on such a shape, and its site order fills a shape
-    past the best region into the next one."""
+    past the best region into the next one. ``stop()`` true: the plans built so far
+    (at hundreds of GPUs there are hundreds, a second of work)."""
     from geotrain_opt.problem.tiers import link_tiers
     a = inst.arrays
     order = np.array(_site_order(inst), dtype=np.int64)
@@ -209,6 +212,8 @@ def component_plans(inst: Instance, per_tier: int = 3, fractions: tuple[float, .
             seen.add(key)
             for P, D_max in sorted(most_D.items()):
                 top = min(len(members) // P, D_max)
+                if stop is not None and out and stop():
+                    return out
                 for D in sorted({max(1, int(f * top)) for f in fractions} if top else set()):
                     out.append(_finish(inst, members[: D * P].reshape(D, P)))
     return out

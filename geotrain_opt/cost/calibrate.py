@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from geotrain_opt.common.inputs import read_text_file
 from geotrain_opt.errors import InstanceError
 from geotrain_opt.cost.evaluator import BatchEvaluator, evaluate, resolve
 from geotrain_opt.problem.instance import Instance, load_instance
@@ -58,14 +59,21 @@ class Run:
 MIN_MEASURED_S, MAX_MEASURED_S = 1e-6, 1e9
 
 
+RUNS_LIMIT = 16 << 20        # a runs CSV: 100,000s of rows fit
+
+
 def read_runs(path: str | Path) -> list[Run]:
     """Rows of a runs CSV; lines starting with '#' are comments."""
     p = Path(path)
     try:
-        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    except (OSError, UnicodeDecodeError) as e:
-        raise InstanceError("<runs>", f"cannot read {path}: {e}") from None
-    rows = list(csv.DictReader(lines))
+        text = read_text_file(p, RUNS_LIMIT)
+    except ValueError as e:
+        raise InstanceError("<runs>", str(e)) from None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    try:
+        rows = list(csv.DictReader(lines))
+    except csv.Error as e:
+        raise InstanceError("<runs>", f"{path}: malformed CSV: {e}") from None
     if not rows:
         raise InstanceError("<runs>", f"{path}: no runs (need columns instance,plan,measured_s)")
     missing = {"instance", "plan", "measured_s"} - set(rows[0])
@@ -74,6 +82,10 @@ def read_runs(path: str | Path) -> list[Run]:
     cache: dict[str, Instance] = {}
     runs = []
     for i, r in enumerate(rows, start=2):
+        gaps = [k for k in ("instance", "plan", "measured_s") if not (r.get(k) or "").strip()]
+        if gaps or None in r:       # a short row leaves fields None, a long one files extras under None
+            raise InstanceError(f"<runs> line {i}.{gaps[0] if gaps else 'columns'}",
+                                "empty" if gaps else f"more fields than the {len(r) - 1} columns")
         try:
             measured = float(r["measured_s"])
         except (TypeError, ValueError):

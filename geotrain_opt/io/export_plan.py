@@ -263,8 +263,11 @@ def plan_from_export(d: dict[str, Any]) -> Plan:
 
 def load_plan_or_export(path: str) -> tuple[Plan, dict[str, Any] | None]:
     """A plan, result or export file: (plan, the export or None)."""
-    from pathlib import Path
-    d = json.loads(Path(path).read_text())
+    from geotrain_opt.common.inputs import read_text_file
+    try:
+        d = json.loads(read_text_file(path, 256 << 20))
+    except (ValueError, RecursionError) as e:          # JSONDecodeError is a ValueError
+        raise PlanError("<file>", str(e)[:200]) from None
     if isinstance(d, dict) and d.get("schema") == EXPORT_SCHEMA:
         return plan_from_export(d), d
     return Plan.load(path), None

@@ -18,15 +18,19 @@ def out_stem(out: str | Path) -> str:
 
 
 def _save(fig, out: str | Path) -> list[str]:
-    from geotrain_opt.common.outputs import OutputError
+    """Render each format in memory, then write it whole (common/outputs.write_bytes:
+    atomic, and never replacing anything but a regular file)."""
+    import io
+
+    from geotrain_opt.common.outputs import write_bytes
     paths = []
     try:
         for ext in ("png", "svg"):
             p = f"{out_stem(out)}.{ext}"
-            fig.savefig(p, dpi=120, bbox_inches="tight")
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext, dpi=120, bbox_inches="tight")
+            write_bytes(p, buf.getvalue())
             paths.append(p)
-    except OSError as e:
-        raise OutputError(f"--out: cannot write {p}: {e.strerror or e}") from None
     finally:
         plt.close(fig)
     return paths

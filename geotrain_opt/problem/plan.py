@@ -12,6 +12,9 @@ from geotrain_opt.common.inputs import read_text_file
 from geotrain_opt.errors import PlanError
 from geotrain_opt.common.provenance import PLAN_SCHEMA, PLAN_SCHEMA_TP
 
+# every field of a plan file (io/schema.py's plan schema lists exactly these)
+PLAN_FIELDS = ("schema", "stages", "replicas", "grid", "cuts", "micro_batches", "micro_batch", "recompute", "clocks")
+
 
 def split_micro_batches(M: int, D: int) -> list[int]:
     """The even split of M micro-batches over D replicas (the first M mod D get one more)."""
@@ -100,6 +103,7 @@ class Plan:
 
     @staticmethod
     def from_dict(d: Any) -> "Plan":
+        """A plan from its JSON form (formulations/model.md §2); PlanError names the field."""
         if not isinstance(d, dict):
             raise PlanError("<root>", "expected a JSON object with grid, cuts, micro_batches")
         if "schema" in d and d["schema"] not in (PLAN_SCHEMA, PLAN_SCHEMA_TP):
@@ -108,6 +112,9 @@ class Plan:
         for key in ("grid", "cuts", "micro_batches"):
             if key not in d:
                 raise PlanError(key, "missing required field")
+        extra = [str(k) for k in d if k not in PLAN_FIELDS]
+        if extra:                   # a misspelt field would otherwise be ignored in silence
+            raise PlanError(extra[0][:60], f"unknown field (a plan has {', '.join(PLAN_FIELDS)})")
         grid = d["grid"]
         if not isinstance(grid, list) or not grid or not all(isinstance(r, list) and r for r in grid):
             raise PlanError("grid", "expected a non-empty list of non-empty lists of device ids")
@@ -150,19 +157,25 @@ class Plan:
 
     @staticmethod
     def load(path: str | Path) -> "Plan":
+        return Plan.read(path)[0]
+
+    @staticmethod
+    def read(path: str | Path) -> tuple["Plan", Any]:
+        """The plan of a plan file or a solver result file, and the document read."""
         try:
             text = read_text_file(path, 256 << 20)
         except ValueError as e:
             raise PlanError("<file>", str(e)) from None
         try:
-            d = json.loads(text)
+            doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise PlanError("<file>", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
         except RecursionError:
             raise PlanError("<file>", "nested too deeply") from None
+        d = doc
         if isinstance(d, dict) and "plan" in d and "grid" not in d:
             d = d["plan"]   # a solver result file holds its plan under "plan"
-        return Plan.from_dict(d)
+        return Plan.from_dict(d), doc
 
     # ---- index form used by the vectorised evaluator and the solvers
     def grid_indices(self, index: dict[str, int]) -> np.ndarray:

@@ -10,6 +10,7 @@ proof (an exact solver's result is optimal when every case's is).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from functools import partial, wraps
@@ -110,7 +111,7 @@ def _race(inst: Instance, opts: SolveOptions, cases: list[Case]) -> tuple[list[C
         scored.append((_greedy_key(case.inst, time.perf_counter() + each), case))
     order = sorted(range(len(scored)), key=lambda i: scored[i][0])
     keep = sorted(order[:RACE_KEEP])           # in their own order: fewest units first
-    out = [{**scored[i][1].label, "status": "not searched", "greedy_value": scored[i][0][0]}
+    out = [{**scored[i][1].label, "status": "not searched", "greedy_value": scored[i][0][0] if math.isfinite(scored[i][0][0]) else None}
            for i in order[RACE_KEEP:]]
     return [scored[i][1] for i in keep], out
 

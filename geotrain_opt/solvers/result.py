@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -64,7 +65,7 @@ class SolverResult:
         d: dict[str, Any] = {
             "schema": RESULT_SCHEMA, "solver": self.solver, "status": self.status, "objective": self.objective,
             "objective_value": self.objective_value, "best_bound": self.best_bound, "gap": self.gap,
-            "seed": self.seed, "wall_s": self.wall_s, "settings": self.settings, "stats": self.stats,
+            "seed": self.seed, "wall_s": self.wall_s, "settings": _finite(self.settings), "stats": _finite(self.stats),
             "plan": self.plan.to_dict() if self.plan else None,
             "evaluation": self.evaluation.to_dict() if self.evaluation else None,
             "provenance": self.provenance,
@@ -97,4 +98,21 @@ class SolverResult:
 
     @staticmethod
     def load(path: str | Path, inst: Instance | None = None) -> "SolverResult":
-        return SolverResult.from_dict(json.loads(Path(path).read_text()), inst)
+        from geotrain_opt.common.inputs import read_text_file
+        from geotrain_opt.errors import GeoTrainError
+        try:
+            return SolverResult.from_dict(json.loads(read_text_file(path, 256 << 20)), inst)
+        except (ValueError, RecursionError) as e:      # JSONDecodeError is a ValueError
+            raise GeoTrainError(f"result {path}: {str(e)[:200]}") from None
+
+
+def _finite(node: Any) -> Any:
+    """``node`` with every non-finite float as None: JSON has no inf or NaN, and a
+    solver's statistics may hold one (a case with no plan has no value)."""
+    if isinstance(node, float):
+        return node if math.isfinite(node) else None
+    if isinstance(node, dict):
+        return {k: _finite(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_finite(v) for v in node]
+    return node

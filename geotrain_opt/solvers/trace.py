@@ -39,14 +39,14 @@ class Trace:
             return
         self.points.append((time.perf_counter() - self.start, float(value)))
 
-    def to_list(self, final: float | None = None, wall_s: float | None = None) -> list[list[float]]:
+    def to_list(self, final: float | None = None) -> list[list[float]]:
         """The points as JSON pairs; ``final`` (the result's reference-evaluated value)
         closes the trajectory where the solver's last note was a batched estimate or
         the solver noted nothing (brute force)."""
         pts = list(self.points)
         if final is not None and math.isfinite(final) and \
                 (not pts or final < pts[-1][1] - _IMPROVE_RTOL * abs(pts[-1][1])):
-            pts.append((time.perf_counter() - self.start if wall_s is None else wall_s, float(final)))
+            pts.append((time.perf_counter() - self.start, float(final)))
         if len(pts) > MAX_POINTS:
             half = MAX_POINTS // 2
             pts = pts[:half] + pts[-half:]
@@ -78,4 +78,4 @@ def note(value: float) -> None:
 def attach(tr: Trace, res: Any) -> None:
     """Write ``tr``'s trajectory into the result's stats (a result without a plan
     keeps what was noted: a run that found plans then lost them to a projection)."""
-    res.stats["trajectory"] = tr.to_list(res.objective_value, None)
+    res.stats["trajectory"] = tr.to_list(res.objective_value)

@@ -89,8 +89,9 @@ class InstanceArrays:
         if mu > 0:
             # the host stack's share of a message: A / gamma over its parallel streams (§14)
             node = _codes([d.node for d in inst.devices])
-            host = (node[:, None] != node[None, :]) / (inst.streams if inst.streams is not None else 1.0)
-            exposed += mu * host
+            streams = inst.streams if inst.streams is not None else 1.0
+            # in place where the nodes differ: three n x n temporaries cost 0.3 s each at 4,096 GPUs
+            np.add(exposed, mu / streams, out=exposed, where=node[:, None] != node[None, :])
         np.fill_diagonal(exposed, 0.0)
         alpha = inst.alpha.view()                      # read-only below, the instance's stays writable
         arrs = InstanceArrays(

@@ -23,6 +23,12 @@ from geotrain_opt.problem.instance.fields import (_DEVICE, _GPU, _TOP, BATCH_SPL
 
 def load_instance(path: str | Path) -> Instance:
     """Read a YAML or JSON instance file; every problem is an :class:`InstanceError`."""
+    return load_instance_data(path)[0]
+
+
+def load_instance_data(path: str | Path) -> tuple[Instance, Any]:
+    """The instance of a file and the document it was read from (read once: the
+    file may be a pipe)."""
     p = Path(path)
     try:
         text = read_text_file(p)
@@ -36,7 +42,7 @@ def load_instance(path: str | Path) -> Instance:
     except RecursionError:
         raise InstanceError("<file>", "nested too deeply", source=str(path)) from None
     inst.source = str(path)
-    return inst
+    return inst, data
 
 
 def _no_duplicates(pairs: list[tuple[Any, Any]]) -> dict:

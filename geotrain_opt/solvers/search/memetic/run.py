@@ -118,7 +118,7 @@ class MemeticRun:
                     # plans inside one fast component, screened on their constructive cuts:
                     # only the best few pay for a cut search
                     say(f"{self.name}: seeding inside fast components")
-                    inside = [self._genome(Plan.from_indices(inst.ids, *c), ch) for c in component_plans(vi)]
+                    inside = [self._genome(Plan.from_indices(inst.ids, *c), ch) for c in component_plans(vi, stop=stop)]
                     fit(inside)
                     self._note(inside)
                     seeds += sorted(inside, key=lambda g: g.key)[:COMPONENT_SEEDS]
