@@ -241,7 +241,8 @@ def s_calibration(pool: Pool, rng: random.Random, tmp: Path) -> Case:
         rows[rng.randrange(len(rows))][2] = v
         invalid = f"measured_s {v!r}"
     elif kind == "path":
-        rows[0][rng.choice([0, 1])] = rng.choice(["missing.yaml", "", "/dev/urandom", "..", "p0.json"])
+        col = rng.choice([0, 1])
+        rows[0][col] = rng.choice(["missing.yaml", "", "/dev/urandom", ".."] + (["p0.json"] if col == 0 else []))
         invalid = f"path {rows[0][:2]}"
     head = ["instance", "plan", "measured_s"]
     if kind == "column":
@@ -311,8 +312,11 @@ def s_flags(pool: Pool, rng: random.Random, tmp: Path) -> Case:
         argv += ["--time-limit", "2"]
         lim = 2.0 if cmd != "verify" else None       # verify's limit is each solver's
     # empty is never a valid value; nan and inf are none of a number flag's
-    numeric = getattr(typ, "__name__", "") in ("number", "integer", "float", "int")
-    invalid = f"{flag} {value!r}" if value in ("", " ", ",") or (numeric and value in ("nan", "inf", "1e400")) else ""
+    kind = getattr(typ, "__name__", "")
+    numeric = kind in ("number", "integer", "float", "int")
+    listed = kind.startswith("list")                 # "," is an empty list, but a fine file name
+    invalid = f"{flag} {value!r}" if value in ("", " ") or (listed and value == ",") or \
+        (numeric and value in ("nan", "inf", "1e400", ",")) else ""
     return Case("flags", argv, invalid, limit=lim)
 
 

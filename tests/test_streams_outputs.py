@@ -208,3 +208,16 @@ def test_component_plans_stop_when_told():
     first = component_plans(inst, stop=lambda: True)
     assert 1 <= len(first) < len(every)
     assert all((a[0] == b[0]).all() for a, b in zip(first, every))   # the same plans, in order, cut short
+
+
+def test_the_time_limit_bounds_the_wait_for_a_pipe(tmp_path):
+    """The campaign: ``solve FIFO --time-limit 2`` waited the 20 s a silent stream gets."""
+    import re
+    fifo = tmp_path / "inst.yaml"
+    os.mkfifo(fifo)
+    rc, out, err = _run("solve", fifo, "--solver", "greedy", "--time-limit", "1")
+    m = re.search(r"nothing arrived for ([0-9.e-]+) s", err)
+    assert rc == 2 and m and float(m.group(1)) <= 1.0, err
+    assert inputs.READ_DEADLINE is not None
+    rc, out, err = _run("validate", TINY)            # the next command has no deadline of the last
+    assert rc == 0 and inputs.READ_DEADLINE is None

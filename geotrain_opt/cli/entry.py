@@ -21,6 +21,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print("interrupted", file=sys.stderr)
         return 130
+    # the whole command's limit bounds the wait for an input pipe too (set for every
+    # command: an embedding program may call main more than once)
+    from geotrain_opt import cli
+    from geotrain_opt.common import inputs
+    limit = getattr(args, "time_limit", None)
+    whole = isinstance(limit, (int, float)) and getattr(args, "command", "") in ("solve", "pareto")
+    inputs.READ_DEADLINE = (cli.STARTED or 0.0) + float(limit) if whole else None
     try:
         return args.fn(args)
     except GeoTrainError as e:

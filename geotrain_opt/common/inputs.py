@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import stat
+import time
 from pathlib import Path
 
 FILE_LIMIT = 1 << 30          # a regular file: the network of 16,384 devices fits well inside
@@ -12,6 +13,9 @@ STREAM_LIMIT = 64 << 20       # a device or pipe, whose size is not known in adv
 
 
 STREAM_IDLE_S = 20.0           # a stream that sends nothing for this long is an error, not a wait
+# the command's deadline (time.perf_counter()), set by the CLI from a whole-command
+# --time-limit: a silent stream is an error then, not STREAM_IDLE_S later
+READ_DEADLINE: float | None = None
 
 
 def read_text_file(p: str | Path, limit_bytes: int = FILE_LIMIT) -> str:
@@ -55,9 +59,12 @@ def _read_stream(p: Path, cap: int) -> bytes:
     try:
         chunks, n = [], 0
         while n <= cap:
-            ready, _, _ = select.select([fd], [], [], STREAM_IDLE_S)
+            wait = STREAM_IDLE_S
+            if READ_DEADLINE is not None:
+                wait = max(0.0, min(wait, READ_DEADLINE - time.perf_counter()))
+            ready, _, _ = select.select([fd], [], [], wait)
             if not ready:
-                raise ValueError(f"{p}: nothing arrived for {STREAM_IDLE_S:g} s (a pipe no one writes to?)")
+                raise ValueError(f"{p}: nothing arrived for {wait:.3g} s (a pipe no one writes to?)")
             try:
                 b = os.read(fd, min(1 << 20, cap + 1 - n))
             except BlockingIOError:

@@ -37,14 +37,30 @@ def tariffs(inst: Instance) -> dict[str, Tariff]:
     if got is None:
         a = inst.arrays
         price = np.array([d.price_per_hour for d in inst.devices]) / S_PER_HOUR
-        egress = inst.egress_usd_per_byte if inst.egress_usd_per_byte is not None else np.zeros((inst.n, inst.n))
+        # no egress prices: zeros that take no memory (n x n would be 134 MB at 4,096 GPUs)
+        zeros = np.broadcast_to(0.0, (inst.n, inst.n))
+        egress = inst.egress_usd_per_byte if inst.egress_usd_per_byte is not None else zeros
         g_per_j = np.array([inst.carbon_region.get(d.region, 0.0) for d in inst.devices]) / J_PER_KWH
-        net = a.net_j_per_byte * a.cross * (g_per_j[:, None] + g_per_j[None, :]) / 2.0
+        net = zeros if a.net_j_per_byte == 0 or not g_per_j.any() else _carbon_links(inst, a.net_j_per_byte, g_per_j)
         got = inst._cache["tariffs"] = {
             "cost_usd": Tariff(price, price, egress),
             "carbon_g": Tariff(a.p_busy * g_per_j, a.p_wait * g_per_j, net, g_per_j),
         }
     return got
+
+
+def _carbon_links(inst: Instance, net_j_per_byte: float, g_per_j: np.ndarray) -> np.ndarray:
+    """Grams per byte sent from u to v (network energy at the mean intensity of the two
+    regions), shared by the instances of one network (its micro-batch variants)."""
+    from geotrain_opt.problem.instance.arrays import network_shared
+    shared = network_shared(inst)
+    key = ("carbon_links", net_j_per_byte, g_per_j.tobytes())
+    if key not in shared:
+        a = inst.arrays
+        links = a.net_j_per_byte * a.cross * (g_per_j[:, None] + g_per_j[None, :]) / 2.0
+        links.setflags(write=False)
+        shared[key] = links
+    return shared[key]
 
 
 def charge(tf: Tariff, grid: np.ndarray, U: np.ndarray, T: np.ndarray, mb: np.ndarray, A: float,

@@ -2,6 +2,7 @@
 evaluator that reads them is the hot loop of every solver."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -77,13 +78,21 @@ class InstanceArrays:
         reg = np.array([regions[d.region] for d in inst.devices], dtype=np.int64)
         # n x n arrays are built in place, each term only where the instance has it: at
         # 10,000 devices one such array is 800 MB (issue 39)
-        inv_beta = 1.0 / inst.beta                      # 1 / inf = 0 on the diagonal
-        if any(d.nic_bps for d in inst.devices):
-            np.maximum(inv_beta, nic_inv_share(inst), out=inv_beta)
         inv_cap, cap_alpha = _inv_capacity(inst, regions, reg)
-        if inv_cap.any():
-            np.maximum(inv_beta, inv_cap[reg[:, None], reg[None, :]], out=inv_beta)   # no message outruns its pair
-        np.fill_diagonal(inv_beta, 0.0)
+        net = network_shared(inst)
+        if "inv_beta" not in net:
+            inv_beta = 1.0 / inst.beta                      # 1 / inf = 0 on the diagonal
+            if any(d.nic_bps for d in inst.devices):
+                np.maximum(inv_beta, nic_inv_share(inst), out=inv_beta)
+            if inv_cap.any():
+                np.maximum(inv_beta, inv_cap[reg[:, None], reg[None, :]], out=inv_beta)   # no message outruns its pair
+            np.fill_diagonal(inv_beta, 0.0)
+            inv_beta.setflags(write=False)
+            net["inv_beta"] = inv_beta
+            # no bool temporary
+            net["cross"] = np.not_equal(reg[:, None], reg[None, :], out=np.empty((len(reg),) * 2))
+            net["cross"].setflags(write=False)
+        inv_beta = net["inv_beta"]
         mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
         exposed = inv_beta * (inst.options.exposed_comm * m.boundary_bytes())
         if mu > 0:
@@ -102,7 +111,7 @@ class InstanceArrays:
             region=reg,
             alpha=alpha,
             inv_beta=inv_beta,
-            cross=np.not_equal(reg[:, None], reg[None, :], out=np.empty((len(reg),) * 2)),   # no bool temporary
+            cross=net["cross"],
             w_prefix=pre(w), par_prefix=pre(par), act_prefix=pre(act),
             head_work=m.head_work_flop(), fwd_share=m.layer_forward_flop() / m.layer_work_flop(), emb_params=m.embedding_params(),
             head_params=m.head_params(), logits=m.logits_bytes(), A=m.boundary_bytes(),
@@ -117,6 +126,29 @@ class InstanceArrays:
                   arrs.inv_cap, arrs.cap_alpha, arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs
+
+
+# products of the network alone, shared by the instances that hold the same links: the
+# micro-batch variants of §11 differ in their model only, and at 4,096 GPUs each n x n
+# product costs 0.3 s to allocate (eight variants: seconds before a search starts)
+_SHARED: dict[tuple, tuple[weakref.ref, dict]] = {}
+
+
+def network_shared(inst: Instance) -> dict:
+    """A dict for products of ``inst``'s network (its link arrays, NICs, parallel streams,
+    shared capacities and regions), the same dict for every instance with the same ones."""
+    key = (id(inst.beta), id(inst.alpha), id(inst.streams), tuple(sorted(inst.wan_capacity.items())),
+           tuple(d.nic_bps for d in inst.devices), tuple(d.region for d in inst.devices))
+    got = _SHARED.get(key)
+    if got is not None and got[0]() is inst.beta:
+        return got[1]
+
+    def gone(ref: weakref.ref, key: tuple = key) -> None:
+        if _SHARED.get(key, (None,))[0] is ref:
+            del _SHARED[key]
+    d: dict = {}
+    _SHARED[key] = (weakref.ref(inst.beta, gone), d)
+    return d
 
 
 def _zero(inst: Instance) -> dict:

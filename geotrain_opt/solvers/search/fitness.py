@@ -26,12 +26,22 @@ class Fitness:
         self.inst = inst
         self.ev = BatchEvaluator(inst)
         # one evaluator per (micro_batch, recompute) choice a genome may take (§11; ch 0 is the model's own)
-        self.evs = [self.ev] if not inst.has_choices else \
-            [BatchEvaluator(inst.variant(b, r)) for b, r in inst.model.choices()]
+        # built on first use: at thousands of GPUs each costs a second, and a short run
+        # may never reach every choice
+        self._choices = [None] if not inst.has_choices else list(inst.model.choices())
+        self._evs: dict[int, BatchEvaluator] = {} if inst.has_choices else {0: self.ev}
         self.obj = inst.objective
         self.evaluations = 0
         # the two metrics a genome's ``te`` holds (a Pareto run's pair; T and E by default)
         self.front = tuple(objmod.METRIC[m] for m in front)
+
+    def evaluator(self, ch: int) -> BatchEvaluator:
+        """The batched evaluator of choice ``ch`` (§11)."""
+        ev = self._evs.get(ch)
+        if ev is None:
+            b, r = self._choices[ch]
+            ev = self._evs[ch] = BatchEvaluator(self.inst.variant(b, r))
+        return ev
 
     def keys_of(self, D: int, P: int, grids: np.ndarray, cuts: np.ndarray, mb: np.ndarray,
                 clk: np.ndarray | None = None, ch: int = 0):
@@ -39,7 +49,7 @@ class Fitness:
         each slot's clock level (§10), None for full clocks; ``ch``: the plans' choice of
         micro-batch size and recomputation (§11). (T and E are the front's two metrics
         where the Fitness was made for another pair.)"""
-        res = self.evs[ch](grids, cuts, mb, clk)
+        res = self.evaluator(ch)(grids, cuts, mb, clk)
         self.evaluations += len(grids)
         T, E = res.time_s, res.energy_j
         p, s = (np.asarray(v, dtype=float) for v in objmod.of(self.obj, res))
