@@ -134,6 +134,12 @@ def write_text(path: str | Path, text: str, flag: str = "--out") -> None:
     write_bytes(path, text.encode("utf-8"), flag)
 
 
+def figure_stem(out: str | Path) -> str:
+    """``--out fig`` and ``--out fig.png`` both mean fig.png + fig.svg."""
+    s = str(out)
+    return s[:-4] if s.lower().endswith((".png", ".svg")) else s
+
+
 def check_figure(out: str | Path | None, flag: str = "--out") -> None:
     """A figure's ``--out fig`` (or fig.png) writes fig.png and fig.svg: check the
     name given (not empty, not a folder) and both files."""
@@ -142,7 +148,7 @@ def check_figure(out: str | Path | None, flag: str = "--out") -> None:
     s = str(out)
     if s.strip() == "" or s.endswith(("/", os.sep)) or _kind(Path(s)) == "folder":
         check_writable(out, flag)               # says which
-    stem = s[:-4] if s.lower().endswith((".png", ".svg")) else s
+    stem = figure_stem(s)
     if Path(stem).name in ("", ".", ".."):
         raise OutputError(f"{flag}: {s} has no file name")
     for ext in (".png", ".svg"):

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import matplotlib
 
+from geotrain_opt.common.outputs import figure_stem
+
 if "ipykernel" not in sys.modules:   # files only, no screen; in a notebook keep its inline backend
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def out_stem(out: str | Path) -> str:
-    """``--out fig`` and ``--out fig.png`` both mean fig.png + fig.svg."""
-    s = str(out)
-    return s[: -4] if s.lower().endswith((".png", ".svg")) else s
+out_stem = figure_stem      # one rule for the checks and the writes (common/outputs.py)
 
 
 def _save(fig, out: str | Path) -> list[str]:
