@@ -130,6 +130,9 @@ PLAN_CASES = [
     ({"grid": [["e0"]], "cuts": [0, 4], "micro_batches": [2, 2]}, "micro_batches", "one per replica"),
     ({"grid": [["e0"]], "cuts": [0, "4"], "micro_batches": [4]}, "cuts", "integers"),
     ({"grid": [["e0"]], "cuts": [0, 4], "micro_batches": [4], "stages": 3}, "stages", "grid has 1"),
+    # True == 1 in Python: a one-stage, one-replica plan must not take a boolean (issue 39)
+    ({"grid": [["e0"]], "cuts": [0, 4], "micro_batches": [4], "stages": True}, "stages", "integer"),
+    ({"grid": [["e0"]], "cuts": [0, 4], "micro_batches": [4], "replicas": True}, "replicas", "integer"),
     ([1, 2], "<root>", "JSON object"),
 ]
 

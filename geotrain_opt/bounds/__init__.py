@@ -50,9 +50,10 @@ if TYPE_CHECKING:                     # pragma: no cover
 __all__ = ["INF", "ShapeBound", "ShapeBounds", "attach_bound", "instance_bound", "link_tiers", "shape_bounds"]
 
 
-# ShapeBounds' per-instance work (tiers, sorted links) against one pass over the n x n
-# inverse bandwidths: about 1,000 passes at 1,024 and 4,096 GPUs (measured, 2 cores)
-PRECOMPUTE_PASSES = 1000.0
+# ShapeBounds' per-instance work (tiers, least links) against one pass over the n x n
+# inverse bandwidths: 160-210 passes at 1,024 and 4,096 GPUs (measured, 2 cores; 1,000
+# before the links' sorts went, issue 39), with a margin
+PRECOMPUTE_PASSES = 300.0
 
 
 def precompute_estimate(inst: "Instance") -> float:
@@ -82,9 +83,13 @@ def shape_bounds(inst: "Instance", shapes: list[tuple[int, int]] | None = None,
             sb = ShapeBounds(inst, stop)
         except Stopped:         # the time ran out before the per-instance work was done
             return {s: ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) for s in (shapes or feasible_shapes(inst))}
-        out = {}
+        out, late = {}, False
         for s in dict.fromkeys(feasible_shapes(inst) + list(shapes or [])):
-            out[s] = ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) if stop() else sb(*s)
+            late = late or stop()
+            try:
+                out[s] = ShapeBound(*s, 0.0, "not computed", 0.0, 0.0) if late else sb(*s)
+            except Stopped:     # a shape's own precomputation would outlast the time left
+                late, out[s] = True, ShapeBound(*s, 0.0, "not computed", 0.0, 0.0)
         if all(b.by != "not computed" for b in out.values()):
             inst._cache["shape_bounds"] = dict(out)
         return dict(out) if shapes is None else {s: out[s] for s in shapes}
@@ -154,7 +159,13 @@ def _least_bound(inst: "Instance", stop: Callable[[], bool] | None) -> tuple[flo
     cheap.sort(key=lambda b: (b.value, b.D, b.P))
     best, by = INF, {}
     for i, c in enumerate(cheap):
-        if c.value >= best or (stop is not None and stop()):
+        b = None
+        if c.value < best and not (stop is not None and stop()):
+            try:
+                b = sb(c.D, c.P)
+            except Stopped:     # its precomputation would outlast the time left: as if stopped here
+                pass
+        if b is None:
             # this one and the rest keep their cheap bound, each at least c's
             late = c.value < best
             for r in cheap[i:]:
@@ -162,7 +173,6 @@ def _least_bound(inst: "Instance", stop: Callable[[], bool] | None) -> tuple[flo
                 by[key] = by.get(key, 0) + 1
             best = min(best, c.value)
             break
-        b = sb(c.D, c.P)
         by[b.by] = by.get(b.by, 0) + 1
         best = min(best, b.value)
     return best, by

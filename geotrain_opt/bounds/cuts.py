@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from geotrain_opt.bounds.knobs import INF, SLOW_PLACES
 from geotrain_opt.bounds.shape import ShapeBound, bound_shape
-from geotrain_opt.problem.tiers import _check, _Inside, _speeds_by_label, _Tiers, link_tiers
+from geotrain_opt.problem.tiers import Stopped, _check, _Inside, _speeds_by_label, _Tiers, link_tiers
 from geotrain_opt.cost import stagecost as sc
 from geotrain_opt.decisions.clocks import least_j_per_flop
 from geotrain_opt.problem.tolerances import TINY
@@ -43,13 +44,19 @@ def _min_max_partition(values: np.ndarray, P: int, extra: np.ndarray) -> float:
     return float(best[L])
 
 
+def _least_where(m: np.ndarray, where: np.ndarray) -> float:
+    """The least entry of ``m`` where ``where`` holds (inf where it holds nowhere)."""
+    return float(np.min(m, where=where, initial=INF))
+
+
 class ShapeBounds:
     """Bounds for every shape of one instance (the per-instance work done once)."""
 
     def __init__(self, inst: "Instance", stop: Callable[[], bool] | None = None) -> None:
         """``stop()`` true between the steps (seconds each at thousands of GPUs):
         :class:`~geotrain_opt.problem.tiers.Stopped`."""
-        self.inst = inst
+        self.inst, self.stop = inst, stop
+        started = time.perf_counter()
         _check(stop)
         a = self.a = inst.arrays
         n = inst.n
@@ -61,28 +68,22 @@ class ShapeBounds:
         self.N_all = float(a.par_prefix[-1] + a.emb_params + a.head_params)
         # at the most frugal clock of every device (§10: a lower clock can spend less per FLOP)
         self.j_per_flop = least_j_per_flop(a)
-        off = ~np.eye(n, dtype=bool)
-        _check(stop)            # each n x n pass below takes a tenth of a second at 4,096 GPUs
-        self.alpha_min = float(a.alpha[off].min()) if n > 1 else 0.0
+        # the least link figures over the pairs of two devices, each one masked pass
+        # (a tenth of a second at 4,096 GPUs; no n x n copy is sorted: issue 39)
+        self._off = ~np.eye(n, dtype=bool)
         _check(stop)
-        self.hop_min = float((a.alpha + a.A * a.inv_beta)[off].min()) if n > 1 else 0.0
+        self.alpha_min = _least_where(a.alpha, self._off) if n > 1 else 0.0
         _check(stop)
-        self.occ_min = float(a.A * a.inv_beta[off].min()) if n > 1 else 0.0
-        # a link at least as slow as tier b has alpha >= the least alpha of such links:
-        # suffix minima over the links sorted by 1/beta answer that for any b
+        self._hop = np.multiply(a.inv_beta, a.A)
+        self._hop += a.alpha                            # alpha + A / beta, one array
+        self.hop_min = _least_where(self._hop, self._off) if n > 1 else 0.0
         _check(stop)
-        if n > 1:
-            ib, al = a.inv_beta[off], a.alpha[off]
-            _check(stop)
-            order = np.argsort(ib, kind="stable")
-            self._ib_sorted = ib[order]
-            self._alpha_suf = np.minimum.accumulate(al[order][::-1])[::-1]
-            self._hop_suf = np.minimum.accumulate((al + a.A * ib)[order][::-1])[::-1]
+        self.occ_min = float(a.A * _least_where(a.inv_beta, self._off)) if n > 1 else 0.0
         self._n_min = float(np.diff(a.par_prefix).min())
         self._w_min = float(np.diff(a.w_prefix).min())
         _check(stop)
         self.tiers = link_tiers(inst, stop=stop)
-        self.hop_tiers = link_tiers(inst, "hop", stop=stop)
+        self.hop_tiers = link_tiers(inst, "hop", stop=stop, weights=self._hop)
         self._wl, self._pl, self._al = np.diff(a.w_prefix), np.diff(a.par_prefix), np.diff(a.act_prefix)
         self._uniform: bool | None = None
         self._bw: dict[int, float] = {}
@@ -92,14 +93,29 @@ class ShapeBounds:
         self._rows: dict[tuple[int, float], float] = {}
         self._slow: dict[float, tuple[float, float]] = {}
         self._comp_speeds: dict[int, list[np.ndarray]] = {}
+        self.init_s = time.perf_counter() - started      # what a whole pass over the links costs here
+
+    def site_links(self, mt: _Inside, y: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``mt.site_links`` of this instance's links. The first call computes the
+        least links between tier-0 components, a pass over every link (a second at
+        4,096 GPUs): past ``stop``, or with less time left than this object's own
+        precomputation took, :class:`~geotrain_opt.problem.tiers.Stopped` instead."""
+        a = self.a
+        if not mt.has_base(a.inv_beta, a.alpha, a.A):
+            _check(self.stop)
+            left = getattr(self.stop, "left", None)
+            if left is not None and left() < self.init_s:
+                raise Stopped
+        return mt.site_links(y, a.inv_beta, a.alpha, a.A)
 
     def _slow_link(self, b: float) -> tuple[float, float]:
-        """(least alpha, least alpha + A/beta) over the links no faster than tier b."""
+        """(least alpha, least alpha + A/beta) over the links no faster than tier b
+        (1/beta >= b; inf where none is): a masked pass per tier asked, and the bounds
+        ask a handful (at most 11 on the bundled and generated instances)."""
         got = self._slow.get(b)
         if got is None:
-            i = int(np.searchsorted(self._ib_sorted, b, side="left"))
-            got = self._slow[b] = ((INF, INF) if i >= len(self._ib_sorted)
-                                   else (float(self._alpha_suf[i]), float(self._hop_suf[i])))
+            slow = self._off & (self.a.inv_beta >= b)
+            got = self._slow[b] = (_least_where(self.a.alpha, slow), _least_where(self._hop, slow))
         return got
 
     def _profile(self, kind: str, tiers: _Tiers, t: int, k: int) -> np.ndarray:

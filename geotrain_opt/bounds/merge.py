@@ -25,7 +25,7 @@ class MergeCases:
         sites sigma(j) and sigma(j+1) and is no better than their fastest link.
         The least over the orders sigma (at most SITE_ORDERS) of the joint cut
         with those links; ``floor`` as soon as an order shows nothing above it."""
-        sizes, ib, hp, al = mt.site_links(y, self.a.inv_beta, self.a.alpha, self.A)
+        sizes, ib, hp, al = self.sb.site_links(mt, y)
         cap = sizes // self.D
         if self.P < 2 or cap.max() > 1:
             return floor
@@ -118,7 +118,7 @@ class MergeCases:
         stage: the plan is no faster than the least, over such sets of patterns,
         of their slowest one. The least over E and sigma (within SITE_WORK joint
         cuts); ``floor`` as soon as one shows nothing above it."""
-        sizes, ib, hp, al = mt.site_links(y, self.a.inv_beta, self.a.alpha, self.A)
+        sizes, ib, hp, al = self.sb.site_links(mt, y)
         held = np.nonzero(sizes >= self.D)[0].tolist()
         work = math.comb(self.P, r) * math.perm(len(held), r) * (1 + (len(sizes) - r) ** (self.P - r))
         if len(held) < r or work > SITE_WORK:

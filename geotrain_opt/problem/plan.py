@@ -145,6 +145,9 @@ class Plan:
         unknown = sorted(set(dict(plan.clocks)) - set(plan.devices))
         if unknown:
             raise PlanError("clocks", f"device {unknown[0]!r} is not in the grid")
+        for key in ("stages", "replicas"):
+            if isinstance(d.get(key), bool):         # True == 1: a one-stage plan would pass
+                raise PlanError(key, f"expected an integer, got {d[key]!r}")
         if "stages" in d and d["stages"] != plan.stages:
             raise PlanError("stages", f"says {d['stages']} but the grid has {plan.stages} columns")
         if "replicas" in d and d["replicas"] != plan.replicas:

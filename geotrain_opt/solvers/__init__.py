@@ -93,7 +93,7 @@ def run(name: str, inst: Any, opts: SolveOptions, until: float | None = None, ex
     attach_bound(inst, res, late)
     if res.plan is not None and res.evaluation is not None and not (late and late()):
         # the analytic model checked against the schedule's semantics, where that is cheap
-        sim = simulation_check(inst, res.plan, res.evaluation.time_s)
+        sim = simulation_check(inst, res.plan, res.evaluation.time_s, stop=late)
         if sim is not None:
             res.stats["simulation"] = sim
     return res

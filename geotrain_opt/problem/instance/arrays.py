@@ -25,7 +25,7 @@ class InstanceArrays:
     region: np.ndarray       # (n,) int region index
     alpha: np.ndarray        # (n, n)
     inv_beta: np.ndarray     # (n, n) s/byte of the effective bandwidth (NIC share included), diagonal 0
-    cross: np.ndarray        # (n, n) 1.0 where regions differ
+    cross: np.ndarray        # (n, n) bool, True where regions differ
     w_prefix: np.ndarray     # (L+1,) cumulative work per micro-batch
     par_prefix: np.ndarray   # (L+1,) cumulative parameters
     act_prefix: np.ndarray   # (L+1,) cumulative activation bytes per micro-batch
@@ -46,7 +46,7 @@ class InstanceArrays:
     net_j_per_byte: float
     kappa: float             # exposed pipeline communication
     mu: float                # A / gamma: a message's time in the hosts' network stacks between nodes, s
-    exposed: np.ndarray      # (n, n) exposed time of one message u -> v: kappa A / beta + mu [nodes differ]
+    exposed: "ExposedLinks"  # (n, n) exposed time of one message u -> v: kappa A / beta + mu [nodes differ]
     inv_cap: np.ndarray      # (R, R) s/byte of the shared capacity from region r to r' (0: none, §3.2)
     cap_alpha: np.ndarray    # (R, R) the least latency from region r to r' where inv_cap > 0
     steps: int               # accumulation steps S
@@ -89,19 +89,18 @@ class InstanceArrays:
             np.fill_diagonal(inv_beta, 0.0)
             inv_beta.setflags(write=False)
             net["inv_beta"] = inv_beta
-            # no bool temporary
-            net["cross"] = np.not_equal(reg[:, None], reg[None, :], out=np.empty((len(reg),) * 2))
+            # bool, an eighth of a float array (0.25 s to allocate at 4,096 GPUs): as a
+            # factor it is 0.0 or 1.0 exactly
+            net["cross"] = np.not_equal(reg[:, None], reg[None, :])
             net["cross"].setflags(write=False)
         inv_beta = net["inv_beta"]
         mu = m.boundary_bytes() * inst.options.stack_s_per_byte       # A / gamma
-        exposed = inv_beta * (inst.options.exposed_comm * m.boundary_bytes())
-        if mu > 0:
-            # the host stack's share of a message: A / gamma over its parallel streams (§14)
+        if mu > 0 and "node_cross" not in net:
             node = _codes([d.node for d in inst.devices])
-            streams = inst.streams if inst.streams is not None else 1.0
-            # in place where the nodes differ: three n x n temporaries cost 0.3 s each at 4,096 GPUs
-            np.add(exposed, mu / streams, out=exposed, where=node[:, None] != node[None, :])
-        np.fill_diagonal(exposed, 0.0)
+            net["node_cross"] = np.not_equal(node[:, None], node[None, :])
+            net["node_cross"].setflags(write=False)
+        exposed = ExposedLinks(inv_beta, inst.options.exposed_comm * m.boundary_bytes(), mu, inst.streams,
+                               net.get("node_cross"))
         alpha = inst.alpha.view()                      # read-only below, the instance's stays writable
         arrs = InstanceArrays(
             speed=np.array([d.speed_at(m.micro_batch * m.seq_len) for d in inst.devices]),
@@ -122,10 +121,50 @@ class InstanceArrays:
             logits_per_inflight=m.recompute != "full",
             **_clock_tables(inst, pue),
         )
-        for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta, arrs.exposed,
+        for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
                   arrs.inv_cap, arrs.cap_alpha, arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs
+
+
+class ExposedLinks:
+    """The (n, n) exposed time of one stage-boundary message u -> v (model.md §3),
+    kappa A / beta_uv + A / gamma [nodes of u and v differ], computed where indexed;
+    the host stack's share A / gamma over the pair's parallel streams (§14), if given.
+
+    A (the message) differs between the micro-batch variants of §11 while the links
+    are shared: held whole, each variant's array cost 0.3 s to allocate at 4,096 GPUs
+    and 134 MB (issue 39). Indexing gives exactly the values the whole array held:
+    ``inv_beta[k] * c + d[k] * cross[k]`` (d * 1.0 = d, and x * c + 0.0 = x * c for x >= 0)."""
+
+    def __init__(self, inv_beta: np.ndarray, c: float, mu: float, streams: np.ndarray | None,
+                 node_cross: np.ndarray | None) -> None:
+        self.inv_beta, self.c, self.mu = inv_beta, float(c), float(mu)
+        self.streams, self.node_cross = streams, node_cross
+        self.shape = inv_beta.shape
+        self.ndim = 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        out = self.inv_beta[key] * self.c
+        if self.mu > 0:
+            d = self.mu if self.streams is None else self.mu / self.streams[key]
+            out = out + d * self.node_cross[key]
+        return out
+
+    def diagonal(self) -> np.ndarray:
+        i = np.arange(self.shape[0])
+        return self[i, i]
+
+    def max(self) -> float:
+        """The largest entry, a block of rows at a time (no n x n temporary)."""
+        n = self.shape[0]
+        return max((float(self[s:s + 256].max()) for s in range(0, n, 256)), default=0.0)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.asarray(self[:, :], dtype=dtype)
 
 
 # products of the network alone, shared by the instances that hold the same links: the
@@ -138,7 +177,7 @@ def network_shared(inst: Instance) -> dict:
     """A dict for products of ``inst``'s network (its link arrays, NICs, parallel streams,
     shared capacities and regions), the same dict for every instance with the same ones."""
     key = (id(inst.beta), id(inst.alpha), id(inst.streams), tuple(sorted(inst.wan_capacity.items())),
-           tuple(d.nic_bps for d in inst.devices), tuple(d.region for d in inst.devices))
+           tuple((d.nic_bps, d.region, d.node) for d in inst.devices))
     got = _SHARED.get(key)
     if got is not None and got[0]() is inst.beta:
         return got[1]

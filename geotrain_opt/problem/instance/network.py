@@ -39,8 +39,6 @@ def _read_link(raw: Any, path: str, extra: set[str] = frozenset()) -> tuple[Any,
 def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.ndarray]:
     r.unknown_keys({"intra_node", "intra_node_by_type", "intra_region", "inter_region", "pairs", "matrix"})
     n = len(devices)
-    alpha = np.full((n, n), np.nan)
-    beta = np.full((n, n), np.nan)
     idx = {d.id: i for i, d in enumerate(devices)}
     regions = {d.region for d in devices}
 
@@ -73,6 +71,10 @@ def _read_network(r: _Reader, devices: list[Device]) -> tuple[np.ndarray, np.nda
         if r.has(key):
             _, lat, bw = _read_link(r.get(key), r.sub(key))
             tiers[key] = (lat, bw)
+    # the n x n arrays only once the entries are read: a bad entry of an instance of
+    # 10,000 devices is an error at once, not after 1.6 GB were filled (issue 39)
+    alpha = np.full((n, n), np.nan)
+    beta = np.full((n, n), np.nan)
     if r.has("matrix"):
         mr = _Reader(r.get("matrix"), r.sub("matrix"))
         mr.unknown_keys({"order", "latency_ms", "bandwidth_gbps"})

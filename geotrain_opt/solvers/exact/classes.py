@@ -2,32 +2,38 @@
 the class model (formulations/exact.md §3.7) and the twins whose order is fixed."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 from geotrain_opt.problem.instance import Instance
+from geotrain_opt.problem.tiers import Stopped
 
 
 
-def device_classes(inst: Instance) -> list[list[int]]:
+def device_classes(inst: Instance, stop: Callable[[], bool] | None = None) -> list[list[int]]:
     """Every device in exactly one class of devices that can trade places in any
     plan without changing its cost: same speed, memory, power (PUE included) and
     region, the same links to every device outside the class, and one link, both
     ways, between any two members. Classes in order of their first member.
     Computed once per instance (every shape's model asks); a fingerprint checks
-    only the classes a device can join (formulations/exact.md §3.7)."""
+    only the classes a device can join (formulations/exact.md §3.7). ``stop()``
+    (polled every 256 devices: a second in all at 4,096 GPUs) true:
+    :class:`~geotrain_opt.problem.tiers.Stopped`, nothing kept."""
     cached = inst._cache.get("device_classes")
     if cached is not None:
         return [list(c) for c in cached]
-    classes = _device_classes(inst)
+    classes = _device_classes(inst, stop)
     inst._cache["device_classes"] = tuple(tuple(c) for c in classes)
     return classes
 
 
-def _device_classes(inst: Instance) -> list[list[int]]:
+def _device_classes(inst: Instance, stop: Callable[[], bool] | None = None) -> list[list[int]]:
     a = inst.arrays
     n = inst.n
     key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
             inst.devices[g].clocks) for g in range(n)]
-    mats = (a.alpha, a.inv_beta, a.exposed) if a.mu > 0 else (a.alpha, a.inv_beta)   # host stacks: nodes matter
+    # host stacks (mu > 0): nodes matter, and the exposed time is a function of inv_beta and them
+    mats = (a.alpha, a.inv_beta, a.exposed.node_cross) if a.mu > 0 else (a.alpha, a.inv_beta)
     # A fingerprint that members of one class share, so that only classes whose
     # head matches are checked (the check is O(n), and thousands of devices have
     # hundreds of classes): with each link as an id < p folded from its bits, and
@@ -43,6 +49,8 @@ def _device_classes(inst: Instance) -> list[list[int]]:
     classes: list[list[int]] = []
     heads: dict[tuple, list[int]] = {}        # key -> index of each class with that key
     for g in range(n):
+        if stop is not None and g % 256 == 255 and stop():
+            raise Stopped
         mine = heads.setdefault(key[g], [])
         cand = np.array([classes[c][0] for c in mine], dtype=np.int64)
         ok = np.ones(len(mine), dtype=bool)

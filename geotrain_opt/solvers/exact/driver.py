@@ -27,6 +27,7 @@ from geotrain_opt.solvers.exact import class_grid, formulation
 from geotrain_opt.solvers.base import Deadline, Incumbent, SolveOptions, finish
 from geotrain_opt.decisions.choices import tag, variants
 from geotrain_opt.solvers.result import Status
+from geotrain_opt.problem.tiers import Stopped
 from geotrain_opt.problem.tolerances import OPTIMUM_RTOL, PROOF_RTOL
 from geotrain_opt.solvers.budget import BOUNDS_SHARE, CONSTRUCTIVE_SHARE, GRID_SHARE, POLISH_SHARE
 
@@ -78,12 +79,12 @@ def reference_units(ref: Any, **spec: Any) -> formulation.BuildSpec:
     return formulation.BuildSpec(t_unit=T_ref * r, e_unit=E_ref * r, c_unit=C_ref * r, q_unit=Q_ref * r, **spec)
 
 
-def model_kind(inst: Instance, kind: str = "auto") -> str:
+def model_kind(inst: Instance, kind: str = "auto", stop: Callable[[], bool] | None = None) -> str:
     """"devices" (x per device) or "classes" (x per class of interchangeable devices,
     formulations/exact.md §3.7); "auto" takes the class model where it has fewer
     units than devices."""
     if kind == "auto":
-        kind = "classes" if len(formulation.device_classes(inst)) < inst.n else "devices"
+        kind = "classes" if len(formulation.device_classes(inst, stop)) < inst.n else "devices"
     return kind
 
 
@@ -186,7 +187,7 @@ class ExactDriver:
         self.grid_on = getattr(options, "class_grid", "off") == "auto"
         self.grid_skip: dict[int, str] = {}                       # choice -> why the class grid does not apply
         self.grid_bound: dict[Shape3, float] = {}
-        self.n_shapes, self.model = 0, None      # until bound_shapes and seed say (an early Ctrl-C)
+        self.n_shapes, self.model, self.ref = 0, None, None      # until bound_shapes and seed say (an early Ctrl-C)
 
     # ---- the solve, step by step
     def solve(self) -> SolverResult:
@@ -254,8 +255,12 @@ class ExactDriver:
             inc.offer_plan(p)
         ref = evaluate(inst, inc.plan) if inc.plan is not None else (evaluate(inst, start_plans[0])
                                                                       if start_plans else None)
-        self.model = model_kind(inst, self.options.exact_model)
-        self.units = reference_units(ref, classes=self.model == "classes")
+        self.ref = ref
+        try:                           # else built when a model is (the device classes: 1 s at 4,096 GPUs)
+            if not deadline.expired:
+                self.build_units()
+        except Stopped:
+            pass
         # promising shapes first: their optima become cutoffs that prune the rest
         shapes.sort(key=lambda s: (self.shape_guess.get(s, float("inf")), s[1] * s[2], s[0]))
         for c, v in enumerate(self.at):
@@ -266,6 +271,13 @@ class ExactDriver:
             # plan known first, so that a better plan there is the cutoff of the others
             shapes.sort(key=lambda s: (min(self.shape_values.get(s, float("inf")),
                                            self.shape_guess.get(s, float("inf"))), s[1] * s[2], s[0]))
+
+    def build_units(self) -> formulation.BuildSpec:
+        """The model kind (devices or classes) and its units, once, before the first model."""
+        if self.model is None:          # Stopped past the limit (the device classes poll it)
+            self.model = model_kind(self.inst, self.options.exact_model, lambda: self.deadline.expired)
+            self.units = reference_units(self.ref, classes=self.model == "classes")
+        return self.units
 
     def passes(self) -> None:
         """Pass 1: every shape gets a fair slice, so one hard shape cannot starve the
@@ -313,9 +325,14 @@ class ExactDriver:
             return
         seconds = max(0.0, seconds - (time.perf_counter() - t_grid))
         inc = self.inc
+        try:
+            units = self.build_units()
+        except Stopped:                 # the limit ran out before the model's units were known
+            self.open_shapes[sh] = max(self.shape_floor(sh), self.grid_bound.get(sh, 0.0))
+            return
         cutoff = inc.key[0] * (1 + PROOF_RTOL) if inc.key else None
         t0 = time.perf_counter()
-        out = _run_bounded(self.run, self.at[c], D, P, self.units.but(cutoff=cutoff), seconds, self.opts,
+        out = _run_bounded(self.run, self.at[c], D, P, units.but(cutoff=cutoff), seconds, self.opts,
                            self.own(c, inc.plan))
         self.log.append({**self.where(c), "D": D, "P": P, "status": out.status,
                          "seconds": round(time.perf_counter() - t0, 3), "budget_s": round(seconds, 2),
@@ -368,9 +385,13 @@ class ExactDriver:
         """Time: least E among the fastest plans; energy: least T among the cheapest.
         It refines a proven optimum, so it gets at most half the time the proof took
         (and what is left): a hard secondary problem must not eat the whole budget."""
-        inc, obj, deadline, units = self.inc, self.obj, self.deadline, self.units
+        inc, obj, deadline = self.inc, self.obj, self.deadline
         if not inc.key or obj.kind not in ("time", "energy", "cost", "carbon"):
             return "not needed"
+        try:
+            units = self.build_units()
+        except Stopped:
+            return "time limit"
         tie_kind = "energy" if obj.kind == "time" else "time"
         tie_end = deadline.elapsed + max(2.0, 0.5 * deadline.elapsed)
         tie_break = "done"
@@ -409,6 +430,7 @@ class ExactDriver:
         else:
             bound = min(list(self.open_shapes.values()) + ([value] if value is not None else []), default=None)
         grid_skip = self.grid_skip
+        # model None: the limit ran out before any model was built
         stats = {"shapes": self.n_shapes, "shape_log": self.log, "tie_break": tie_break, "model": self.model,
                  "class_grid": ("off" if not self.grid_on else
                                 "; ".join(sorted(set(grid_skip.values()))) if grid_skip and len(grid_skip) == len(self.at)

@@ -126,14 +126,21 @@ def backend_name(opts: SolveOptions) -> str:
     return name
 
 
+# the least time limit an engine is given: a slice's last fraction of a second is its
+# own (a floor of 1 s let CBC run 1 s past a command's limit, issue 39); the engines
+# count wall time (PuLP's timeMode "elapsed")
+MIN_SOLVE_S = 0.1
+
+
 def _solver(opts: SolveOptions, seconds: float, warm: bool):
     name = backend_name(opts)
+    seconds = max(MIN_SOLVE_S, seconds)
     if name not in ("highs", "cbc"):
         # another engine: its proof is read like HiGHS's (status Optimal at gap 0)
         try:
-            return pulp.getSolver(name, msg=opts.verbose, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers)
+            return pulp.getSolver(name, msg=opts.verbose, timeLimit=seconds, gapRel=0.0, threads=opts.workers)
         except TypeError:          # engines without gap/thread arguments
-            return pulp.getSolver(name, msg=opts.verbose, timeLimit=max(1, seconds))
+            return pulp.getSolver(name, msg=opts.verbose, timeLimit=seconds)
     if name == "highs":
         # HiGHS keeps one thread scheduler per process: once anything in the process
         # (a user's own highspy model, a run with other threads) started it with
@@ -143,7 +150,7 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
         reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
         if reset is not None:
             reset(True)
-        return pulp.HiGHS(msg=opts.verbose, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+        return pulp.HiGHS(msg=opts.verbose, timeLimit=seconds, gapRel=0.0, threads=opts.workers,
                           random_seed=opts.seed)
     # CBC 2.10's pre-processing declares some of these big-M models infeasible
     # (seen on generated tiny instances); without it CBC is slower but correct.
@@ -152,7 +159,7 @@ def _solver(opts: SolveOptions, seconds: float, warm: bool):
         warnings.simplefilter("ignore", DeprecationWarning)
         if not pulp.PULP_CBC_CMD().available():
             raise SolverError("milp: the CBC binary bundled with PuLP is missing; install highspy or use cpsat")
-        return pulp.PULP_CBC_CMD(msg=opts.verbose, timeLimit=max(1, seconds), gapRel=0.0, threads=opts.workers,
+        return pulp.PULP_CBC_CMD(msg=opts.verbose, timeLimit=seconds, gapRel=0.0, threads=opts.workers,
                                  warmStart=warm, options=["preprocess off", f"randomSeed {opts.seed + 1}",
                                                           f"randomCbcSeed {opts.seed + 1}"])
 

@@ -5,6 +5,8 @@ Every operator returns a genome that decodes to a structurally valid plan
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from geotrain_opt.problem.instance import Instance
@@ -30,13 +32,31 @@ def repair(inst: Instance, D: int, P: int, grid: np.ndarray, rng: np.random.Gene
         if g in seen:
             dup_pos.append(i)
         seen.add(g)
-    free = [g for g in np.argsort(-a.speed, kind="stable").tolist() if g not in seen]
+    free = np.argsort(-a.speed, kind="stable")          # unused devices, fastest first
+    unused = np.ones(len(free), dtype=bool)
+    unused[list(seen)] = False
+    free = free[unused[free]]
+    # per region, the positions in ``free`` of its devices (fastest first); a pick is the
+    # region's first position not taken, else the first not taken at all (O(n) in all:
+    # a scan of the free list per duplicate took seconds at 4,096 GPUs)
+    taken = np.zeros(len(free), dtype=bool)
+    by_region: dict[int, deque] = {}
+    for pos, r in enumerate(a.region[free].tolist()):
+        by_region.setdefault(r, deque()).append(pos)
+    head = 0
     for i in dup_pos:
-        want = a.region[flat[i]]
-        pick = next((g for g in free if a.region[g] == want), free[0])
-        free.remove(pick)
-        flat[i] = pick
-    rest = np.array(free, dtype=np.int64)
+        q = by_region.get(int(a.region[flat[i]]))
+        while q and taken[q[0]]:
+            q.popleft()
+        if q:
+            pos = q.popleft()
+        else:
+            while taken[head]:
+                head += 1
+            pos = head
+        taken[pos] = True
+        flat[i] = free[pos]
+    rest = free[~taken].astype(np.int64)
     rng.shuffle(rest)
     return np.concatenate([flat, rest]).astype(np.int64)
 
