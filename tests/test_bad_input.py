@@ -62,6 +62,9 @@ CASES = [
     ("zero memory", _set("gpu_types.fast.memory_gib", 0), "gpu_types.fast.memory_gib", "positive"),
     ("negative peak", _set("gpu_types.slow.peak_tflops", -3), "gpu_types.slow.peak_tflops", "positive"),
     ("efficiency above 1", _set("gpu_types.fast.efficiency", 1.5), "gpu_types.fast.efficiency", "(0, 1]"),
+    # a denormal speed overflowed every stage time to inf (issue 39's third campaign)
+    ("efficiency denormal", _set("gpu_types.fast.efficiency", 1e-320), "gpu_types.fast.efficiency", "at least 1e-06"),
+    ("peak denormal", _set("gpu_types.fast.peak_tflops", 1e-320), "gpu_types.fast.peak_tflops", "at least 1e-06"),
     ("wait above busy", _set("gpu_types.fast.wait_w", 500), "gpu_types.fast.wait_w", "exceeds busy"),
     ("duplicate ids", _set("devices.1.id", "e0"), "devices[1].id", "duplicate"),
     ("batch not divisible", _set("model.micro_batch", 3), "model.global_batch", "multiple of micro_batch"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from geotrain_opt.problem.instance import BATCH_SPLITS, INT_MAX, LIMITS, MAX_DEVICES, OBJECTIVES, SCHEDULES
 from geotrain_opt.problem.instance.network import MIN_CAPACITY_GBPS
+from geotrain_opt.problem.instance.loading import MIN_EFFICIENCY, MIN_PEAK_TFLOPS
 from geotrain_opt.common.provenance import PLAN_SCHEMA, PLAN_SCHEMA_TP, RESULT_SCHEMA
 
 DIR = Path(__file__).parent / "schemas"
@@ -23,9 +24,11 @@ _URL = "https://geotrain-opt.invalid/schemas/"
 
 
 def _num(key: str | None = None, *, positive: bool = False, nonneg: bool = False, maximum: float | None = None,
-         doc: str = "") -> dict[str, Any]:
+         doc: str = "", minimum: float | None = None) -> dict[str, Any]:
     s: dict[str, Any] = {"type": "number"}
-    if positive:
+    if minimum is not None:           # a floor the loader enforces too
+        s["minimum"] = minimum
+    elif positive:
         s["exclusiveMinimum"] = 0
     elif nonneg:
         s["minimum"] = 0
@@ -58,8 +61,8 @@ _STR = {"type": "string", "minLength": 1}
 
 def instance_schema() -> dict[str, Any]:
     gpu = {
-        "peak_tflops": _num("peak_tflops", positive=True, doc="dense peak at the model's precision, TFLOP/s"),
-        "efficiency": _num(positive=True, maximum=1, doc="achieved fraction of peak, in (0, 1] (saturated, "
+        "peak_tflops": _num("peak_tflops", minimum=MIN_PEAK_TFLOPS, doc="dense peak at the model's precision, TFLOP/s"),
+        "efficiency": _num(minimum=MIN_EFFICIENCY, maximum=1, doc="achieved fraction of peak, in (0, 1] (saturated, "
                                                           "with half_tokens)"),
         "half_tokens": _num("half_tokens", nonneg=True,
                             doc="tokens per micro-batch at which the efficiency is half its value (model.md §1); "

@@ -180,6 +180,10 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
         spec = replace(spec, clocks=_read_clocks(r, spec))
     if spec.efficiency > 1:
         raise InstanceError(r.sub("efficiency"), f"must be in (0, 1], got {spec.efficiency}")
+    # a denormal speed (efficiency 1e-320) made every stage time overflow to inf (issue 39)
+    for key, floor in (("efficiency", MIN_EFFICIENCY), ("peak_tflops", MIN_PEAK_TFLOPS)):
+        if getattr(spec, key) < floor:
+            raise InstanceError(r.sub(key), f"must be at least {floor:g}, got {getattr(spec, key)!r}")
     if spec.wait_w > spec.busy_w:
         # The exact formulations rely on busy >= wait (energy grows with busy time).
         raise InstanceError(r.sub("wait_w"), f"wait power {spec.wait_w} W exceeds busy power {spec.busy_w} W")
@@ -187,6 +191,8 @@ def _read_gpu_spec(r: _Reader, base: GpuType | None, name: str) -> GpuType:
 
 
 MIN_CLOCK_FRACTION = 0.01
+MIN_EFFICIENCY = 1e-6        # of the peak; with MIN_PEAK_TFLOPS a speed of at least 1 FLOP/s
+MIN_PEAK_TFLOPS = 1e-6
 MAX_NAME, MAX_TEXT = 200, 20_000     # an instance's name, a description or source (characters)
 
 
