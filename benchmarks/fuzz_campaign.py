@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from geotrain_opt.io.schema import schema_errors  # noqa: E402
 
 SOLVERS = ["greedy", "memetic", "cpsat", "milp", "dtfm", "random-search", "simulated-annealing", "plain-ga",
-           "megatron-uniform", "proportional", "bruteforce"]
+           "megatron-uniform", "proportional", "sailor-like", "bruteforce"]
 WEIRD = [None, -1, 0, 1, 3, -1e-300, 1e-320, 1e-30, 0.5, 1e30, 1e308, 10**30, 2**63, float("nan"), float("inf"),
          -float("inf"), "", " ", "x", "1e3", "\x00", "é" * 3, "a" * 5000, [], {}, True, False, [1, 2], {"a": 1},
          [[[[]]]]]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 SOLVERS = ("memetic", "cpsat", "milp", "dtfm", "greedy", "random-search", "simulated-annealing", "plain-ga",
-           "megatron-uniform", "proportional")
+           "megatron-uniform", "proportional", "sailor-like")
 
 
 def _instances(args: argparse.Namespace, exe: list[str], tmp: str):

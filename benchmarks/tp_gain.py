@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from report_file import write_report  # noqa: E402
 from geotrain_opt.io.generate import generate  # noqa: E402
 from geotrain_opt.problem.instance import instance_from_dict  # noqa: E402
 from geotrain_opt.solvers import SolveOptions, get  # noqa: E402
@@ -71,15 +72,13 @@ def main() -> int:
                 print(n, preset, name, T, tp, f"{wall:.1f} s", file=sys.stderr, flush=True)
             rows.append(row)
     head = ["GPUs", "model"] + [c for name in SETTINGS for c in (name, "gain")]
-    lines = [f"# What tensor parallelism and ZeRO buy\n",
+    lines = ["# What tensor parallelism and ZeRO buy\n",
              f"`python benchmarks/tp_gain.py --sizes {args.sizes} --presets {args.presets} --seed {args.seed} "
              f"--time-limit {args.time_limit:g}` (memetic, seed 0, one process; T per iteration, the degree "
              f"its plan uses and the run's wall time; gain over one GPU per stage)\n",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, lines)
     return 0
 
 

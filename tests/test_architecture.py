@@ -23,7 +23,7 @@ TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny-4gpu-2region.ya
 def test_builtin_capabilities():
     assert solvers.names("exact") == ["bruteforce", "cpsat", "milp"]
     assert solvers.names("heuristic") == ["memetic"]
-    assert set(solvers.names("baseline")) == {"dtfm", "megatron-uniform", "proportional", "greedy",
+    assert set(solvers.names("baseline")) == {"dtfm", "megatron-uniform", "sailor-like", "proportional", "greedy",
                                               "random-search", "simulated-annealing", "plain-ga"}
     assert solvers.names(pareto=True) == ["bruteforce", "cpsat", "milp", "memetic"]
     assert solvers.names(certify=True) == ["cpsat", "milp"]

@@ -312,6 +312,40 @@ def test_heuristics_race_the_cases_and_search_the_best_three():
     assert [r["tensor_parallel"] for r in again] == [r["tensor_parallel"] for r in rows]
 
 
+def test_heuristics_give_the_time_kept_back_to_the_best_case():
+    """Successive halving over the cases (``over_cases(refine=0.5)``): the first pass
+    shares half the time, then the case whose plan is best runs again on what is left,
+    warm-started from its plan. Each fake run reports 1 s of wall time (it takes
+    milliseconds; the bounds below leave 50 s for a loaded machine) and returns the
+    greedy plan, or the hint."""
+    from geotrain_opt.cost.evaluator import evaluate
+    from geotrain_opt.solvers import SolveOptions, get
+    from geotrain_opt.solvers.choices import degree_cases, over_cases
+    from geotrain_opt.solvers.result import SolverResult, Status
+    inst = instance_from_dict(two_types())
+    cases = degree_cases(inst)
+    calls = []
+
+    def fn(case_inst, opts):
+        calls.append((case_inst.name, opts.time_limit_s, opts.hint))
+        plan = opts.hint or get("greedy")(case_inst, SolveOptions(time_limit_s=60)).plan
+        return SolverResult("fake", Status.HEURISTIC, plan, evaluate(case_inst, plan), "time", wall_s=1.0)
+    res = over_cases(fn, inst, SolveOptions(time_limit_s=1000.0), cases, "tensor_parallel", refine=0.5)
+    assert len(calls) == len(cases) + 1
+    # the first pass shares 500 s in proportion to the units (what a case leaves passes on)
+    assert all(hint is None and t <= 500.0 for _, t, hint in calls[:-1])
+    assert calls[0][1] == pytest.approx(500.0 * cases[0].inst.n / sum(c.inst.n for c in cases), abs=5.0)
+    name, limit, hint = calls[-1]
+    ev = [evaluate(c.inst, get("greedy")(c.inst, SolveOptions(time_limit_s=60)).plan) for c in cases]
+    # the time objective's key (T, then E), the first case of the least on a tie
+    best = min(range(len(cases)), key=lambda i: (ev[i].time_s, ev[i].energy_j, i))
+    assert name == cases[best].inst.name and hint is not None and limit >= 450.0
+    assert res.stats["refined"] is True and res.evaluation.time_s == pytest.approx(ev[best].time_s, rel=1e-12)
+    calls.clear()                 # an exact solver's pass: no time kept back, no second run
+    over_cases(fn, inst, SolveOptions(time_limit_s=1000.0), cases, "tensor_parallel")
+    assert len(calls) == len(cases) and calls[0][1] > 100.0
+
+
 def test_when_nothing_fits_solve_and_describe_say_why_and_what_would(tmp_path):
     """1,000,000 usable bytes per GPU: a two-stage pipeline's first stage holds 947,200
     bytes of state and two micro-batches of 45,056 bytes of activations (1F1B: s b h

@@ -9,8 +9,8 @@ from typing import Callable
 
 import numpy as np
 
-from geotrain_opt.construct.pieces import (feasible_shapes, greedy_memory_cuts, split_micro_batches,
-                                           stage_memory)
+from geotrain_opt.construct.pieces import (even_last_cuts, feasible_shapes, greedy_memory_cuts,
+                                           split_micro_batches, stage_memory)
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.tolerances import IMPROVE_RTOL
 
@@ -87,6 +87,45 @@ def site_groups(inst: Instance, D: int, P: int):
     """Data-parallel groups inside a site, pipelines across sites (Megatron's
     placement): stage j's D devices are consecutive in site order."""
     return _finish(inst, np.array(_site_order(inst)[: D * P], dtype=np.int64).reshape(P, D).T.copy())
+
+
+def region_columns(inst: Instance, D: int, P: int, strict: bool = True) -> np.ndarray | None:
+    """A D x P grid whose every column (a stage's replicas) lies in one region, the
+    fastest free devices first: each stage stays in the region of the stage before
+    while it has D free (its messages stay inside), else takes the region whose next D
+    free are fastest. Where no region has D free: None (``strict``), else the fastest
+    free devices wherever they are."""
+    a = inst.arrays
+    free: dict = {}
+    for g in np.argsort(-a.speed, kind="stable"):
+        free.setdefault(a.region[g], []).append(int(g))
+    grid = np.empty((D, P), dtype=np.int64)
+    here = None
+    for j in range(P):
+        room = [r for r, units in free.items() if len(units) >= D]
+        if not room and strict:
+            return None
+        if not room:
+            rest = sorted((g for units in free.values() for g in units), key=lambda g: (-a.speed[g], g))[:D]
+            grid[:, j], taken = rest, set(rest)
+            free = {r: [g for g in units if g not in taken] for r, units in free.items()}
+            continue
+        r = here if here in room else max(room, key=lambda r: (a.speed[free[r][:D]].sum(), -len(free[r])))
+        grid[:, j], free[r] = free[r][:D], free[r][D:]
+        here = r
+    return grid
+
+
+def stage_regions(inst: Instance, D: int, P: int):
+    """Every stage's replicas inside one region (no gradient ring over the WAN, as
+    Sailor plans), the pipeline crossing regions between stages."""
+    return _finish(inst, region_columns(inst, D, P, strict=False))
+
+
+def stage_regions_even(inst: Instance, D: int, P: int):
+    """As ``stage_regions`` with Sailor's even layers (the rest on the last stages)."""
+    grid = region_columns(inst, D, P, strict=False)
+    return grid, even_last_cuts(inst.model.layers, P), split_micro_batches(inst.model.num_micro_batches, D)
 
 
 def region_pure(inst: Instance, D: int, P: int):
@@ -263,7 +302,8 @@ def polish_cuts(inst: Instance, ev, grid: np.ndarray, cuts: np.ndarray, mb, roun
 
 
 CONSTRUCTORS = {"fastest-first": fastest_first, "region-packed": region_packed, "site-groups": site_groups,
-                "region-pure": region_pure, "node-mixed": node_mixed, "memory-aware": memory_aware}
+                "region-pure": region_pure, "node-mixed": node_mixed, "memory-aware": memory_aware,
+                "stage-regions": stage_regions, "stage-regions-even": stage_regions_even}
 
 
 def seed_shapes(inst: Instance, limit: int = 40) -> list[tuple[int, int]]:
@@ -279,3 +319,12 @@ def seed_shapes(inst: Instance, limit: int = 40) -> list[tuple[int, int]]:
         idx = sorted({int(round(i * (len(Ds) - 1) / 4)) for i in range(5)})
         out += [(Ds[i], P) for i in idx]
     return out[:limit] if len(out) > limit else out
+
+
+def full_shapes(inst: Instance) -> list[tuple[int, int]]:
+    """For every pipeline depth P, the shape with the most replicas: the shapes that use
+    (nearly) every unit, which a spread of shapes samples only at a few depths."""
+    most: dict[int, int] = {}
+    for D, P in feasible_shapes(inst):
+        most[P] = max(most.get(P, 0), D)
+    return [(D, P) for P, D in sorted(most.items())]

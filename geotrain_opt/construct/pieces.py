@@ -47,6 +47,14 @@ def uniform_cuts(L: int, P: int) -> list[int]:
     return [round(j * L / P) for j in range(P + 1)]
 
 
+def even_last_cuts(L: int, P: int) -> np.ndarray:
+    """Sailor's even split (``get_stages``): L // P layers a stage, one more on each of
+    the last L mod P stages (``[0, 3, 6, 10, 14]`` for 14 layers on 4 stages): the
+    early stages hold the most in-flight activations under 1F1B."""
+    size = [L // P + (j >= P - L % P) for j in range(P)]
+    return np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+
+
 def shape_ok(inst: Instance, D: int, P: int) -> bool:
     """Can plans of shape (D, P) exist at all (devices, layers, micro-batches, split)?"""
     n = inst.n if inst.slot_limit is None else min(inst.n, inst.slot_limit)

@@ -140,6 +140,9 @@ MODEL_PRESETS: dict[str, ModelPreset] = {m.name: m for m in [
     ModelPreset("gpt2-large", 36, 1280, 20, 1024, 50257, source="Radford et al. 2019"),
     ModelPreset("gpt2-xl", 48, 1600, 25, 1024, 50257, source="Radford et al. 2019"),
     ModelPreset("gpt3-xl", 24, 2048, 24, 2048, 50257, source="Brown et al. 2020, Table 2.1 (1.3B)"),
+    # ReLU is a two-matrix MLP ("gelu" in model.md §1.1); its 512-wide embedding projection is left out
+    ModelPreset("opt-350m", 24, 1024, 16, 2048, 50272, source="Zhang et al. 2022 (OPT), Table 1; Sailor's "
+                "scenarios (Strati et al., SOSP'25)"),
     ModelPreset("gpt3-2.7b", 32, 2560, 32, 2048, 50257, source="Brown et al. 2020, Table 2.1"),
     ModelPreset("gpt3-6.7b", 32, 4096, 32, 2048, 50257, source="Brown et al. 2020, Table 2.1"),
     ModelPreset("gpt3-13b", 40, 5140, 40, 2048, 50257, source="Brown et al. 2020, Table 2.1"),

@@ -25,6 +25,7 @@ register("megatron-uniform", _S + "baselines.rules:megatron_uniform", kind="base
 register("proportional", _S + "baselines.rules:proportional", kind="baseline", options=NoOptions)
 register("greedy", _S + "baselines.rules:greedy", kind="baseline", options=NoOptions)
 register("dtfm", _S + "baselines.dtfm", kind="baseline", options=DtfmOptions, tensor_parallel=False)
+register("sailor-like", _S + "baselines.sailor", kind="baseline", options=NoOptions, tensor_parallel="every")
 
 
 def check_options(name: str, extra: Mapping[str, Any]) -> Options | None:

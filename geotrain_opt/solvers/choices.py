@@ -74,6 +74,9 @@ def over_choices(fn: SolverFn) -> SolverFn:
 
 RACE_KEEP = 3      # cases a heuristic searches after the race (formulations/model.md §14)
 RACE_SHAPES = 12   # shapes whose greedy plans rank a case
+# the share of a heuristic's time kept back for the case whose plan is best after every
+# kept case had its first share (successive halving: the best degree searched longest)
+REFINE_SHARE = 0.5
 
 
 def over_degrees(fn: SolverFn, race: bool = False) -> SolverFn:
@@ -93,7 +96,7 @@ def over_degrees(fn: SolverFn, race: bool = False) -> SolverFn:
         if race and len(cases) > RACE_KEEP:
             cases, left_out = _race(inst, opts, cases)
         res = over_cases(fn, inst, replace(opts, time_limit_s=opts.time_limit_s - (time.perf_counter() - start)),
-                         cases, "tensor_parallel", every=not left_out)
+                         cases, "tensor_parallel", every=not left_out, refine=REFINE_SHARE if race else 0.0)
         if left_out:
             res.stats["tensor_parallel"] = res.stats.get("tensor_parallel", []) + left_out
         return replace(res, wall_s=time.perf_counter() - start)
@@ -172,13 +175,16 @@ def at_node_degree(fn: SolverFn) -> SolverFn:
 
 
 def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Case], key: str,
-               every: bool = True) -> SolverResult:
+               every: bool = True, refine: float = 0.0) -> SolverResult:
     """``fn`` on each case on its share of the time left, in proportion to its devices
     (a degree of few groups needs less search than one of many GPUs; choices share
-    equally); ``every``: the cases are all there are (else no proof of the whole)."""
+    equally); ``every``: the cases are all there are (else no proof of the whole).
+    ``refine`` (a heuristic's): the share of the time kept from the first pass and
+    given, after it, to the case with the best plan, warm-started from that plan."""
     start = time.perf_counter()
     runs: list[tuple[Case, SolverResult]] = []
     sizes = [c.inst.n for c in cases]
+    first = opts.time_limit_s * (1.0 - refine) if len(cases) > 1 else opts.time_limit_s
     for i, case in enumerate(cases):
         left = opts.time_limit_s - (time.perf_counter() - start)
         # the least a case took so far is what the next one needs at least (a first
@@ -186,7 +192,7 @@ def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Cas
         # the cases not started would each overrun it (issue 39)
         if runs and left < min(r.wall_s for _, r in runs):
             break
-        part = left * sizes[i] / sum(sizes[i:])
+        part = max(first - (opts.time_limit_s - left), 0.0) * sizes[i] / sum(sizes[i:])
         share = replace(opts, time_limit_s=max(part, 0.01), hint=case.own(opts.hint))
         try:
             runs.append((case, fn(case.inst, share)))
@@ -197,7 +203,7 @@ def over_cases(fn: SolverFn, inst: Instance, opts: SolveOptions, cases: list[Cas
         if runs[-1][1].stats.get("interrupted"):
             break           # the solver caught Ctrl-C itself and returned its best
     else:
-        runs = _second_pass(fn, opts, runs, start)
+        runs = _refine(fn, inst, opts, runs, start) if refine and len(cases) > 1 else _second_pass(fn, opts, runs, start)
     return _combine(inst, opts, runs, time.perf_counter() - start, key, every and len(runs) == len(cases))
 
 
@@ -219,6 +225,32 @@ def _second_pass(fn: SolverFn, opts: SolveOptions, runs: list, start: float) -> 
                      status=again.status if str(again.status) == Status.OPTIMAL else first.status,
                      best_bound=max(bounds) if bounds else None)
     return runs[:i] + [(case, merged)] + runs[i + 1:]
+
+
+def _refine(fn: SolverFn, inst: Instance, opts: SolveOptions, runs: list, start: float) -> list:
+    """The time kept back goes to the case whose plan is best (by the objective), its
+    search warm-started from that plan; the better of its two runs stands for it."""
+    left = opts.time_limit_s - (time.perf_counter() - start)
+    scored = [(_key(inst, res), i) for i, (_, res) in enumerate(runs) if _key(inst, res) is not None]
+    if not scored or left < min(res.wall_s for _, res in runs):
+        return runs
+    i = min(scored)[1]
+    case, first = runs[i]
+    try:
+        again = fn(case.inst, replace(opts, time_limit_s=left, hint=first.plan))
+    except KeyboardInterrupt:
+        return runs             # Ctrl-C: the first pass's plans stand
+    k = _key(inst, again)
+    keep = again if k is not None and k <= _key(inst, first) else first
+    merged = replace(keep, wall_s=first.wall_s + again.wall_s, stats=dict(keep.stats, refined=True))
+    return runs[:i] + [(case, merged)] + runs[i + 1:]
+
+
+def _key(inst: Instance, res: SolverResult) -> tuple[float, ...] | None:
+    """A result's objective key (lower is better), None without an acceptable plan."""
+    if res.plan is None or res.evaluation is None or not res.evaluation.acceptable:
+        return None
+    return tuple(float(v) for v in objmod.of(inst.objective, res.evaluation))
 
 
 def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float, key: str, complete: bool) -> SolverResult:

@@ -20,6 +20,7 @@ KINDS = ("exact", "heuristic", "baseline")
 # how a solver yields a time-energy front: "epsilon", an ε-constraint walk of proven
 # optima (fronts.py); "native", the solver returns one itself when run with pareto=True
 PARETO_MODES = ("epsilon", "native")
+TP_MODES = (True, False, "node", "every")
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,10 @@ class SolverSpec:
     options: type[Options] | None = None
     # searches micro-batch size and recomputation (§11) itself; else ``get`` runs it per choice
     choices: bool = False
-    # plans tensor-parallel groups (§14): ``get`` runs it at every degree; False: at degree 1
-    # only; "node": at the largest degree the instance offers, Megatron-LM's classic layout
+    # plans tensor-parallel groups (§14): ``get`` runs it at every degree (a heuristic or a
+    # baseline at the degrees its greedy plans rank best); "every": at every degree, none
+    # raced out; False: at degree 1 only; "node": at the largest degree the instance
+    # offers, Megatron-LM's classic layout
     tensor_parallel: bool | str = True
 
     def load(self) -> SolverFn:
@@ -57,14 +60,16 @@ def register(name: str, target: str | Callable | None = None, *, kind: str = "he
     in ``SolveOptions.extra`` (``None``: not checked). ``choices``: it searches the
     model's micro-batch sizes and recomputation itself (else ``get`` runs it per choice).
     ``tensor_parallel`` False: a planner without tensor parallelism (DT-FM's), run at
-    degree 1 only; "node": a fixed rule, the largest degree (a whole node) first."""
+    degree 1 only; "node": a fixed rule, the largest degree (a whole node) first;
+    "every": every degree searched, whatever its kind."""
     if kind not in KINDS:
         raise SolverError(f"register {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
         raise SolverError(f"register {name!r}: options must be an Options dataclass (solvers/options.py), "
                           f"got {options!r}")
-    if tensor_parallel not in (True, False, "node"):
-        raise SolverError(f"register {name!r}: tensor_parallel must be True, False or 'node', got {tensor_parallel!r}")
+    if tensor_parallel not in TP_MODES:
+        raise SolverError(f"register {name!r}: tensor_parallel must be True, False, 'node' or 'every', "
+                          f"got {tensor_parallel!r}")
     if pareto is not None and pareto not in PARETO_MODES:
         raise SolverError(f"register {name!r}: pareto must be one of {', '.join(PARETO_MODES)} or None, got {pareto!r}")
 
@@ -98,4 +103,6 @@ def get(name: str) -> SolverFn:
     fn = s.load() if s.choices else over_choices(s.load())
     if s.tensor_parallel == "node":
         return at_node_degree(fn)
-    return over_degrees(fn, race=s.kind != "exact") if s.tensor_parallel else at_degree_one(fn)
+    if not s.tensor_parallel:
+        return at_degree_one(fn)
+    return over_degrees(fn, race=s.kind != "exact" and s.tensor_parallel != "every")

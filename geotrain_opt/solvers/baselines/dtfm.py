@@ -38,6 +38,7 @@ instance as DT-FM derives its constants: activations of ``B/D`` sequences
 """
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -394,6 +395,12 @@ def local_search(labels: np.ndarray, cpp: np.ndarray, D: int, P: int, rng: np.ra
     return states[m]
 
 
+def _left(stop: Callable[[], bool]) -> float:
+    """Seconds a :class:`Termination` has left (unbounded for a plain callable)."""
+    deadline = getattr(stop, "deadline", None)
+    return deadline.remaining if deadline is not None else float("inf")
+
+
 def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, stop: Callable[[], bool],
          population: int = POPULATION, offspring: int = OFFSPRING) -> tuple[np.ndarray, dict[str, Any]]:
     """DT-FM's steady-state memetic search; returns the best partition ever seen."""
@@ -401,20 +408,26 @@ def gcma(cost: DtfmCost, devices: np.ndarray, rng: np.random.Generator, stop: Ca
     n = D * P
     base = np.repeat(np.arange(P), D)
     pop = [base[rng.permutation(n)] for _ in range(population)]
-    fit = []
+    fit: list[float] = []
+    took = 0.0
     for x in pop:        # the initial population alone can outlast a short time limit
-        if fit and stop():
+        # past the first, no evaluation is started that the time left cannot finish
+        # (one takes 0.5 s at 4,096 GPUs: issue 39)
+        if fit and (stop() or _left(stop) < took):
             break
+        t = time.perf_counter()
         fit.append(cost.evaluate(_groups(x, devices, P))[0])
+        took = max(took, time.perf_counter() - t)
     pop = pop[: len(fit)]
     population = len(pop)
     best_i = int(np.argmin(fit))
     best, best_cost = pop[best_i].copy(), fit[best_i]
     made = 0
-    cpp = cost.block(devices, devices) if offspring > 0 and not stop() else None
-    for made in range(1, offspring + 1):
-        if stop():
-            break
+    # the offspring's local search reads every pair's cost (a 4,096 x 4,096 block, a
+    # second at that size): not built when not even one more evaluation fits
+    cpp = cost.block(devices, devices) if offspring > 0 and not stop() and _left(stop) >= took else None
+    while cpp is not None and made < offspring and not stop():
+        made += 1
         i, j = int(rng.integers(population)), int(rng.integers(population))
         child = crossover(pop[i], pop[j], D, P, rng)
         child = local_search(child, cpp, D, P, rng, stop)

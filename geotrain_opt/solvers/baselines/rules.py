@@ -32,7 +32,9 @@ def all_gpu_shapes(inst: Instance) -> list[tuple[int, int]]:
     return [(D, P) for D, P in shapes if D * P == most]
 
 
-def _best(name: str, inst: Instance, opts: SolveOptions, candidates) -> SolverResult:
+def best_of(name: str, inst: Instance, opts: SolveOptions, candidates) -> SolverResult:
+    """The best acceptable plan of ``candidates`` ((grid, cuts, micro_batches) in unit
+    indices) on this project's cost model, as far as the time limit lets them be tried."""
     deadline = Deadline(opts.time_limit_s)
     inc = Incumbent(inst)
     fit = Fitness(inst)
@@ -57,7 +59,7 @@ def megatron_uniform(inst: Instance, opts: SolveOptions) -> SolverResult:
     M, L = inst.model.num_micro_batches, inst.model.layers
     cands = ((_id_order_grid(inst, D, P), uniform_cuts(L, P), split_micro_batches(M, D))
              for D, P in all_gpu_shapes(inst))
-    return _best("megatron-uniform", inst, opts, cands)
+    return best_of("megatron-uniform", inst, opts, cands)
 
 
 def proportional(inst: Instance, opts: SolveOptions) -> SolverResult:
@@ -68,7 +70,7 @@ def proportional(inst: Instance, opts: SolveOptions) -> SolverResult:
         for D, P in all_gpu_shapes(inst):
             grid = _id_order_grid(inst, D, P)
             yield grid, speed_cuts(inst, speed[grid].min(axis=0)), split_micro_batches(M, D)
-    return _best("proportional", inst, opts, cands())
+    return best_of("proportional", inst, opts, cands())
 
 
 def greedy(inst: Instance, opts: SolveOptions) -> SolverResult:
@@ -76,4 +78,4 @@ def greedy(inst: Instance, opts: SolveOptions) -> SolverResult:
         for D, P in seed_shapes(inst, limit=60):
             for build in CONSTRUCTORS.values():
                 yield build(inst, D, P)
-    return _best("greedy", inst, opts, cands())
+    return best_of("greedy", inst, opts, cands())

@@ -19,7 +19,7 @@ from geotrain_opt.decisions.choices import variant
 from geotrain_opt.solvers.search.memetic.encoding import Genome
 from geotrain_opt.solvers.search.memetic.local_search import optimize_cuts
 from geotrain_opt.solvers.search.memetic.operators import mutation_names
-from geotrain_opt.construct.heuristics import CONSTRUCTORS, component_plans, seed_shapes
+from geotrain_opt.construct.heuristics import CONSTRUCTORS, component_plans, full_shapes, seed_shapes
 from geotrain_opt.construct.site_layouts import site_plans
 from geotrain_opt.solvers.search.memetic.evolver import _Config, _Evolver, _unique_best
 from geotrain_opt.solvers.search.memetic.evolver import _Island
@@ -29,8 +29,6 @@ from geotrain_opt.solvers.search.memetic.toolbox import _set_fitness, build_tool
 from geotrain_opt.solvers.budget import SEED_SOLVER_SHARE, SITE_SHARE
 from geotrain_opt.solvers.result import Status
 from geotrain_opt.solvers import trace
-
-
 
 class MemeticRun:
     """One run of the memetic algorithm as an object (pymoo's algorithm/termination
@@ -105,15 +103,7 @@ class MemeticRun:
             # structured seeds at every micro-batch size and recomputation the model offers (§11)
             for ch in range(choice_count(inst)) if o.seeding else ():
                 vi = variant(inst, ch)
-                shapes = seed_shapes(vi, limit=10**9) if inst.n <= 64 else seed_shapes(vi)
-                for k, (D, P) in enumerate(shapes):
-                    if stop():
-                        break
-                    at = f" at choice {ch + 1}/{choice_count(inst)}" if inst.has_choices else ""
-                    say(f"{self.name}: seeding shape {k + 1}/{len(shapes)}{at}")
-                    for build in CONSTRUCTORS.values():
-                        grid, cuts, mb = build(vi, D, P)
-                        seeds.append(self._genome(Plan.from_indices(inst.ids, grid, cuts, mb), ch))
+                seeds += self._shape_seeds(vi, ch)
                 if not stop():
                     # plans inside one fast component, screened on their constructive cuts:
                     # only the best few pay for a cut search
@@ -194,6 +184,31 @@ class MemeticRun:
             feasible = [g.key[0] for g in genomes if g.key is not None and g.feasible]
             if feasible:
                 trace.note(min(feasible))
+
+    def _shape_seeds(self, vi: Instance, ch: int) -> list[Genome]:
+        """Every constructor at every shape (small instances) or at a spread of shapes
+        (large); on large ones also at every other depth with its most replicas, those
+        screened on their constructive cuts so that only the best ``DEPTH_SEEDS`` pay for
+        a cut search (all of them cost the search a 7 % worse plan in a 20-s run at 256
+        GPUs, benchmarks/tp_gain.py)."""
+        inst, stop = self.inst, self.stop
+        shapes = seed_shapes(vi, limit=10**9) if inst.n <= 64 else seed_shapes(vi)
+        depths = [] if inst.n <= 64 else [s for s in full_shapes(vi) if s not in set(shapes)]
+        at = f" at choice {ch + 1}/{choice_count(inst)}" if inst.has_choices else ""
+        out: list[Genome] = []
+        extra: list[Genome] = []
+        for k, (D, P) in enumerate(shapes + depths):
+            if stop():
+                break
+            self._say(f"{self.name}: seeding shape {k + 1}/{len(shapes) + len(depths)}{at}")
+            for build in CONSTRUCTORS.values():
+                g = self._genome(Plan.from_indices(inst.ids, *build(vi, D, P)), ch)
+                (out if k < len(shapes) else extra).append(g)
+        if extra:
+            self.fit(extra)
+            self._note(extra)
+            out += sorted(extra, key=lambda g: g.key)[:DEPTH_SEEDS]
+        return out
 
     def _genome(self, plan: Plan, ch: int) -> Genome:
         """The genome of a plan built at choice ``ch`` (§11) of the instance."""
@@ -313,6 +328,7 @@ class MemeticRun:
 
 
 COMPONENT_SEEDS = 6     # plans inside fast components that join generation 0
+DEPTH_SEEDS = 8         # plans at the depths a spread of shapes leaves out that join it
 
 
 SITE_SHAPES = 2         # shapes whose quick ring-per-site plan is best, tried again in full (and kept)
