@@ -231,7 +231,8 @@ def _refine(fn: SolverFn, inst: Instance, opts: SolveOptions, runs: list, start:
     """The time kept back goes to the case whose plan is best (by the objective), its
     search warm-started from that plan; the better of its two runs stands for it."""
     left = opts.time_limit_s - (time.perf_counter() - start)
-    scored = [(_key(inst, res), i) for i, (_, res) in enumerate(runs) if _key(inst, res) is not None]
+    keys = [(_key(inst, res), i) for i, (_, res) in enumerate(runs)]
+    scored = [(k, i) for k, i in keys if k is not None]
     if not scored or left < min(res.wall_s for _, res in runs):
         return runs
     i = min(scored)[1]
@@ -257,10 +258,8 @@ def _combine(inst: Instance, opts: SolveOptions, runs: list, wall: float, key: s
     obj = inst.objective
     best, best_key = None, None
     for case, res in runs:
-        if res.plan is None or res.evaluation is None or not res.evaluation.acceptable:
-            continue
-        k = tuple(float(v) for v in objmod.of(obj, res.evaluation))
-        if objmod.better(obj, k, best_key):
+        k = _key(inst, res)
+        if k is not None and objmod.better(obj, k, best_key):
             best, best_key = (case, res), k
     statuses = [str(res.status) for _, res in runs]
     first = runs[0][1]
