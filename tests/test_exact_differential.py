@@ -19,6 +19,7 @@ from geotrain_opt import evaluate, instance_from_dict, load_instance
 from geotrain_opt.construct.pieces import smallest_feasible_plan
 from geotrain_opt.io.generate import generate
 from geotrain_opt.cost.objective import LIMIT, METRIC, of
+from geotrain_opt.errors import InstanceError
 from geotrain_opt.solvers import SolveOptions, get
 from geotrain_opt.construct.pieces import plan_count
 
@@ -62,7 +63,10 @@ def draw(seed: int, max_gpus: int = 12, levers: bool = False, parallel: bool = F
     fam = FAMILIES[seed % len(FAMILIES)]
     lo, hi = RANGE[fam]
     n = int(rng.integers(lo, min(hi, max_gpus) + 1))
-    d = custom(n, rng) if fam == "custom" else generate(fam, n, seed)
+    try:
+        d = custom(n, rng) if fam == "custom" else generate(fam, n, seed)
+    except InstanceError:       # a generated cluster whose devices hold no stage: the next draw
+        return None
     if levers:
         return _with_levers(d, fam, seed)
     opts = d.setdefault("options", {})
@@ -96,7 +100,10 @@ def draw(seed: int, max_gpus: int = 12, levers: bool = False, parallel: bool = F
             ev = evaluate(inst, plan)
             key, val = ("max_time_s", ev.time_s) if limit < 0.125 else ("max_energy_j", ev.energy_j)
             obj[key] = float(val * rng.uniform(0.5, 1.1))
-            inst = instance_from_dict(d)
+            try:
+                inst = instance_from_dict(d)
+            except Exception:   # the limit leaves no device subset that fits: the next draw
+                return None
     return inst, fam
 
 

@@ -120,8 +120,10 @@ def solved(inst, plan, backend, what):
         tau = val(V["tau"][k])
         T_k = S_k * fill + (m - S_k) * tau
         if not a.gpipe:       # 1F1B's window (model.md §3.1) on the model's own values
+            oc = np.array([val(V["oc"][k, j]) for j in range(P - 1)] + [0.0])
+            tail = np.maximum((1.0 - a.fwd_share) * t + e[:-1] + e[1:], oc)   # each block's drain: window_time
             T_k = max(T_k, float(sc.window_time(row[None], x[None], np.array([tau]), np.array([fill]),
-                                                np.array([float(m)]), np.array([float(S_k)]))[0]))
+                                                np.array([float(m)]), np.array([float(S_k)]), tail[None])[0]))
         Tk.append(T_k)
     R = [val(V["ring"][j][0]) + val(V["ring"][j][1]) for j in range(P)] if D > 1 else [0.0] * P
     E = sum(c * val(v) for c, v in shape.E_terms)

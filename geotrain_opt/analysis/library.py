@@ -129,6 +129,28 @@ def update(name: str, plan_path: str | None, bound: float | None, by: dict[str, 
     return changed
 
 
+def rebase(name: str, root: Path = LIB) -> str:
+    """After a change of the cost model: the record's plan valued again, and its bound
+    dropped (it was proved under the model before; `update --bound` records a new one).
+    Only a record whose value moved is touched; returns what happened."""
+    from geotrain_opt.common.outputs import write_text
+    from geotrain_opt.problem.instance import load_instance
+    from geotrain_opt.problem.plan import Plan
+    idx = load_index(root)
+    rec = record(idx, name)
+    if rec.get("best") is None:
+        return "no plan known: nothing to value"
+    value, _ = _value(load_instance(root / rec["instance"]), Plan.load(root / rec["best"]["plan"]))
+    old = float(rec["best"]["value"])
+    if abs(value - old) <= REL_TOL * max(abs(old), 1e-300):
+        return f"{value:.12g}, as recorded: kept"
+    rec["best"]["value"] = value
+    rec.pop("bound", None)
+    _restatus(rec)
+    write_text(root / "index.yaml", dump_index(idx), "index")
+    return f"best {old:.12g} -> {value:.12g} (the same plan under the model now); bound dropped"
+
+
 def _restatus(rec: dict[str, Any]) -> None:
     value = None if rec.get("best") is None else float(rec["best"]["value"])
     bound = rec.get("bound", {}).get("value")

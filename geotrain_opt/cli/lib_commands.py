@@ -45,6 +45,10 @@ def cmd_lib(args: argparse.Namespace) -> int:
         bad = sum(not c.ok for c in checks)
         print(f"{len(checks) - bad} of {len(checks)} records verified", file=sys.stderr)
         return 1 if bad else 0
+    if args.lib_command == "rebase":
+        for name in args.names:
+            print(f"{name}: {lib.rebase(name, root)}")
+        return 0
     by = {"solver": args.solver, "version": args.version, "command": args.command}
     changed = lib.update(args.names[0], args.plan, args.bound, by, root)
     print(f"{args.names[0]}: " + ("; ".join(changed) if changed else "no better plan or bound: record kept"))
@@ -52,7 +56,7 @@ def cmd_lib(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    """``lib list | check | update``."""
+    """``lib list | check | update | rebase``."""
     from geotrain_opt.cli.args import _number
     p = sub.add_parser("lib", help="the benchmark library: records of best plans and bounds (instances/lib)")
     p.add_argument("--lib", help="the library folder (default: instances/lib)")
@@ -71,4 +75,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--solver", required=True, help="who found it")
     q.add_argument("--version", default="", help="the solver's version")
     q.add_argument("--command", default="", help="the command that reproduces it")
+    q = lsub.add_parser("rebase", help="after a change of the cost model: value the named records' plans "
+                        "again and drop their bounds (re-prove them, then `update --bound`)")
+    q.add_argument("names", nargs="+")
     p.set_defaults(fn=cmd_lib)

@@ -15,6 +15,7 @@ import numpy as np
 
 from geotrain_opt.cost import objective as objmod
 from geotrain_opt.cost import stagecost as sc
+from geotrain_opt.cost.window import window_time
 from geotrain_opt.problem.instance import Instance
 from geotrain_opt.problem.plan import Plan
 from geotrain_opt.problem.tolerances import LIMIT_RTOL
@@ -163,45 +164,11 @@ class _Terms:
             fill = sum(row) + 2.0 * sum(x)      # the first micro-batch's way, exposed time included
             T_k = Sk[k] * fill + (mk[k] - Sk[k]) * tau
             if not a.gpipe and mk[k] >= 1:
-                T_k = max(T_k, self.window(row, x, tau, fill, mk[k], Sk[k]))
+                # a drained stage's micro-batches: its backward with its two messages, or its link's occupancy
+                tail = [max(t[k][j] - self.f[k][j] + e[j] + e[j + 1], occ[j] if j < P - 1 else 0.0) for j in range(P)]
+                T_k = max(T_k, window_time(row, x, tau, fill, mk[k], Sk[k], tail))
             Tk.append(T_k)
         return Tk
-
-    def window(self, row: list[float], x: list[float], tau: float, fill: float, m: int, S: int) -> float:
-        """1F1B's window (§3.1): stage j holds at most W = P - j micro-batches of a
-        flush, so of q > W micro-batches every W wait for one round trip from stage j
-        to the last stage and back, L_j = sum_{l>=j} row_l + 2 sum_{l>=j} x_l: a flush
-        takes at least (floor((q-1)/W) + 1) L_j + ((q-1) mod W) tau_k + the way to stage
-        j and back. The largest over the stages, summed over the flushes (m = S base +
-        extra: ``extra`` flushes of base + 1). And every block of stages j..l inside
-        the pipeline, w = l - j + 1 of them, holds at most w micro-batches in its own
-        cycle: past the first w, each micro-batch adds r_jl = (sum_{j..l} row + 2
-        sum_{j..l-1} x) / w, the block's share of its round trip."""
-        P = self.P
-        base, extra = divmod(m, S)
-        flushes = [(q, count) for q, count in ((base + 1, extra), (base, S - extra)) if count]
-        hop = [2.0 * v for v in x] + [0.0]              # 2 x_l, none after the last stage
-        # way[i] = sum_{l<i} (row_l + 2 x_l): the way from stage 0 to stage i and back
-        way = [0.0]
-        for l in range(P):
-            way.append(way[-1] + row[l] + hop[l])
-        worst = 0.0
-        for j in range(P):
-            W = P - j
-            around, before = way[P] - way[j], way[j]      # round trip from j; the way to j
-            total = 0.0
-            for q, count in flushes:
-                if W < q:
-                    total += count * (((q - 1) // W + 1) * around + ((q - 1) % W) * tau + before)
-                else:
-                    total += count * (fill + (q - 1) * tau)
-            worst = max(worst, total)
-            for l in range(j + 1, P - 1):           # blocks inside the pipeline, two stages or more
-                w = l - j + 1
-                r = (way[l + 1] - way[j] - hop[l]) / w      # sum_{j..l} row + 2 sum_{j..l-1} x, per stage
-                total = sum(count * (fill + ((q - w) * r if w < q else (q - 1) * tau)) for q, count in flushes)
-                worst = max(worst, total)
-        return worst
 
     def sync_starts(self, Tk: list[float]) -> list[float]:
         """s_j (§3.3): stage j's ring starts once every replica's stage j has run its

@@ -120,7 +120,10 @@ def replica_time(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.nd
     T = S * fill + (m - S) * tau
     if a.gpipe:
         return T
-    return np.maximum(T, window_time(t + 2.0 * around, occ + lat, tau, fill, m, S))
+    # a drained stage's micro-batches (the blocks' tail): its backward and its two
+    # messages' exposed time, or the occupancy of its link down (§3.1)
+    tail = np.maximum((1.0 - a.fwd_share) * t + around, np.concatenate([occ, pad], axis=-1))
+    return np.maximum(T, window_time(t + 2.0 * around, occ + lat, tau, fill, m, S, tail))
 
 
 def drains(a: "InstanceArrays", t: np.ndarray, occ: np.ndarray, lat: np.ndarray, ex: np.ndarray) -> np.ndarray:
@@ -142,11 +145,13 @@ def iteration_time(Tk: np.ndarray, drain: np.ndarray, R: np.ndarray, wan: Num = 
 
 
 def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarray, m: np.ndarray,
-                S: np.ndarray) -> np.ndarray:
+                S: np.ndarray, tail: np.ndarray) -> np.ndarray:
     """1F1B's window over the last axis (formulations/model.md §3.1; the reference is
-    ``evaluator._Terms.window``): stage j holds at most W = P - j micro-batches of a
+    ``cost/window.py``): stage j holds at most W = P - j micro-batches of a
     flush, so a flush of q > W waits (floor((q-1)/W) + 1) round trips from j to the
-    last stage and back. ``row`` (..., P) the stages' rows, ``x`` (..., P-1) the hops."""
+    last stage and back; a block j..l inside it adds its cycle every w = l - j + 1
+    micro-batches while stage j still has forwards to run, then ``tail`` (..., P) per
+    micro-batch. ``row`` (..., P) the stages' rows, ``x`` (..., P-1) the hops."""
     P = row.shape[-1]
     pad = np.zeros(row.shape[:-1] + (1,))
     hops = 2.0 * np.concatenate([x, pad], axis=-1)                  # 2 x_j, x_{P-1} = 0
@@ -164,18 +169,30 @@ def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarra
         total += count * np.where(W < q, win, fill[..., None] + (q - 1.0) * tau[..., None])
     out = total.max(axis=-1)
     if P > 2:
-        # blocks j..l inside the pipeline (2 <= w = l - j + 1, l < P - 1): past the first w
-        # micro-batches each adds the block's share of its round trip, r = cycle / w
+        # blocks j..l inside the pipeline (2 <= w = l - j + 1, l < P - 1): B(i, j) ->
+        # F(i + W_j, j) -> ... -> B(i + w, j), one cycle each, while i + W_j < q
         cum = np.concatenate([pad, np.cumsum(row + hops, axis=-1)], axis=-1)      # (..., P+1)
         jj, ll = np.triu_indices(P - 1, k=1)                                       # j < l <= P-2
         w = (ll - jj + 1).astype(float)
+        Wj = W[jj]
         # sum_{j..l} row + 2 sum_{j..l-1} x = cum[l+1] - cum[j] - 2 x_l
-        r = (cum[..., ll + 1] - cum[..., jj] - hops[..., ll]) / w
-        block = np.zeros(r.shape)
+        cycle = cum[..., ll + 1] - cum[..., jj] - hops[..., ll]
+        # the slowest drained stage of each block: max of tail[j..l]; after a round trip
+        # from j, of every stage j..P-2
+        drain = np.stack([tail[..., j:l + 1].max(axis=-1) for j, l in zip(jj, ll)], axis=-1)
+        drain_all = np.maximum.accumulate(tail[..., :P - 1][..., ::-1], axis=-1)[..., ::-1][..., jj]
+        block, rounds = np.zeros(cycle.shape), np.zeros(cycle.shape)
         for q, count in ((base + 1.0, extra), (base, S - extra)):
             q, count = q[..., None], count[..., None]
-            block += count * (fill[..., None] + np.where(w < q, (q - w) * r, (q - 1.0) * tau[..., None]))
-        out = np.maximum(out, block.max(axis=-1))
+            closes = q > Wj
+            loops = np.where(closes, np.floor((q - 1.0 - Wj) / w) + 1.0, 0.0)
+            rest = np.where(closes, q - 1.0 - loops * w, 0.0)
+            cycles = fill[..., None] + loops * cycle + rest * drain
+            # or the cycles while a round trip can still start, then that round trip
+            rounds += count * np.where(closes, fill[..., None] + (loops - 1.0) * cycle + around[..., jj]
+                                       + (rest + w - Wj) * drain_all, fill[..., None])
+            block += count * cycles
+        out = np.maximum(out, np.maximum(block, rounds).max(axis=-1))
     return out
 
 

@@ -11,14 +11,12 @@ from geotrain_opt.solvers.exact.classes import (_unit_links, class_twins, device
                                                 interchangeable_classes, unit_order)
 from geotrain_opt.problem.tolerances import LIMIT_MARGIN
 from geotrain_opt.solvers.exact.spec import Backend, BuildSpec, BuildTimeout, Terms
+from geotrain_opt.solvers.exact.spec import scaled as _scaled
+from geotrain_opt.solvers.exact.window import window_rows
 
 
 def _identical_layers(inst: Instance) -> bool:
     return all(row == (1.0, 1.0, 1.0) for row in inst.model.layer_scale)
-
-
-def _scaled(terms: Terms, s: float) -> Terms:
-    return [(c * s, v) for c, v in terms]
 
 
 class _Model:
@@ -302,6 +300,7 @@ class _Model:
         be, K, J, P, lk, tau = self.be, self.K, self.J, self.P, self.lk, self.tau
         self.T = be.real("T", self.T_ub, self.spec.t_unit)
         self.PT = {}
+        self.tails: dict = {}         # tl_kj and dr_kjl, the blocks' drain (window.py)
         for k in K:
             self.PT[k] = pt = be.real(f"PT_{k}", self.T_ub, self.spec.t_unit)
             fill = [r for j in J for r in self.stage_row(k, j)] + [(2.0, lk[k, j]) for j in range(P - 1)]
@@ -309,52 +308,8 @@ class _Model:
                 self.tick()         # 1F1B's window rows: thousands of long rows in a deep pipeline
                 be.ge(pt, _scaled(fill, float(S_k)) + [(float(m - S_k), tau[k])], 0.0, lits)
                 if not self.a.gpipe:
-                    for window in self.window_rows(k, fill, m, S_k):
+                    for window in window_rows(self, k, fill, m, S_k):
                         be.ge(pt, window, 0.0, lits)
-
-    def window_rows(self, k: int, fill: list, m: int, S: int) -> list[list]:
-        """1F1B's window (formulations/model.md §3.1), one row per stage j whose window
-        W = P - j is smaller than a flush: over the flushes (``extra`` of base + 1
-        micro-batches, the rest of base), (floor((q-1)/W) + 1) round trips from j to the
-        last stage and back, ((q-1) mod W) periods and the way to j and back; a flush the
-        window does not bind counts as in the fill-and-period row."""
-        P, lk, tau = self.P, self.lk, self.tau
-        row = lambda l: self.stage_row(k, l)  # noqa: E731  (stage l's row, as in tau)
-
-        base, extra = divmod(m, S)
-        rows = []
-        for j in range(P):
-            W = P - j
-            if W >= base + (1 if extra else 0):
-                continue                  # no flush holds more than the window: the fill row covers it
-            around = [r for l in range(j, P) for r in row(l)] + [(2.0, lk[k, l]) for l in range(j, P - 1)]
-            before = [r for l in range(j) for r in row(l)] + [(2.0, lk[k, l]) for l in range(j)]
-            terms: list = []
-            for q, count in ((base + 1, extra), (base, S - extra)):
-                if count == 0:
-                    continue
-                if W < q:
-                    terms += _scaled(around, float(count * ((q - 1) // W + 1))) + _scaled(before, float(count))
-                    if (q - 1) % W:
-                        terms.append((float(count * ((q - 1) % W)), tau[k]))
-                else:
-                    terms += _scaled(fill, float(count)) + [(float(count * (q - 1)), tau[k])]
-            rows.append(terms)
-        # blocks j..l inside the pipeline (2 <= w <= base, l < P - 1): past the first w
-        # micro-batches of a flush each adds the block's share of its round trip
-        flushes = [(q, count) for q, count in ((base + 1, extra), (base, S - extra)) if count]
-        for j in range(P):
-            for l in range(j + 1, P - 1):
-                w = l - j + 1
-                if w >= base + (1 if extra else 0):
-                    break
-                cycle = [r for i in range(j, l + 1) for r in row(i)] + [(2.0, lk[k, i]) for i in range(j, l)]
-                terms = []
-                for q, count in flushes:
-                    terms += _scaled(fill, float(count))
-                    terms += _scaled(cycle, count * (q - w) / w) if w < q else [(float(count * (q - 1)), tau[k])]
-                rows.append(terms)
-        return rows
 
     def memory(self) -> None:
         """state*N_j + act_j*inflight (+ logits) <= memory of u if u holds (k, j); state at D (ZeRO, §15)."""

@@ -11,6 +11,9 @@ from typing import Any, Callable, Protocol
 Terms = list[tuple[float, Any]]
 
 
+def scaled(terms: Terms, s: float) -> Terms:
+    """Every coefficient of ``terms`` times ``s``."""
+    return [(c * s, v) for c, v in terms]
 
 
 class Backend(Protocol):
