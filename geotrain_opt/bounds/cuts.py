@@ -414,7 +414,8 @@ class ShapeBounds:
             last = j == P - 1
             valid = (lo >= j) & (lo < hi) & (hi <= L - (P - 1 - j))
             N = sc.stage_params(a, lo, hi, j == 0, last)
-            mem = sc.stage_memory(a, N, sc.stage_act(a, lo, hi), last, sc.inflight(a, P, j, q), D)
+            # the least activation scale of any device (§14: groups without sequence parallelism)
+            mem = sc.stage_memory(a, N, sc.stage_act(a, lo, hi), last, sc.inflight(a, P, j, q), D, float(a.act_scale.min()))
             best = np.where(valid, np.maximum(best[:, None], mem), INF).min(axis=0)
         return float(best[L])
 

@@ -36,12 +36,13 @@ def _cuts_for(inst: Instance, grid: np.ndarray, mb: list[int]) -> np.ndarray:
     a = inst.arrays
     cuts = speed_cuts(inst, a.speed[grid].min(axis=0))
     caps = a.mem_cap[grid].min(axis=0)
+    scales = [float(s) for s in a.act_scale[grid].max(axis=0)]      # §14: groups without SP
     P = grid.shape[1]
     D = grid.shape[0]
-    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), max(mb), D) <= caps[j]
+    fits = all(stage_memory(inst, P, j, int(cuts[j]), int(cuts[j + 1]), max(mb), D, scales[j]) <= caps[j]
                for j in range(P))
     if not fits:
-        mem = greedy_memory_cuts(inst, [float(c) for c in caps], max(mb), D)
+        mem = greedy_memory_cuts(inst, [float(c) for c in caps], max(mb), D, scales)
         if mem is not None:
             return np.array(mem, dtype=np.int64)
     return cuts
@@ -217,7 +218,7 @@ def memory_aware(inst: Instance, D: int, P: int):
     grid = order.reshape(P, D).T.copy()
     mb = split_micro_batches(inst.model.num_micro_batches, D)
     caps = [float(c) for c in a.mem_cap[grid].min(axis=0)]
-    cuts = greedy_memory_cuts(inst, caps, max(mb), D)
+    cuts = greedy_memory_cuts(inst, caps, max(mb), D, [float(s) for s in a.act_scale[grid].max(axis=0)])
     return grid, (np.array(cuts, dtype=np.int64) if cuts else _cuts_for(inst, grid, mb)), mb
 
 

@@ -12,15 +12,17 @@ from geotrain_opt.problem.plan import Plan
 from geotrain_opt.problem.plan import split_micro_batches  # noqa: F401  (the even split, used here and re-exported)
 
 
-def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, m: int, D: int) -> float:
+def stage_memory(inst: Instance, P: int, j: int, lo: int, hi: int, m: int, D: int, scale: float = 1.0) -> float:
     """Bytes a device needs to hold stage ``j`` = layers [lo, hi) of a P-stage
-    pipeline of D replicas whose replica runs ``m`` micro-batches."""
+    pipeline of D replicas whose replica runs ``m`` micro-batches (``scale``: the
+    device's activation scale, §14)."""
     a = inst.arrays
     _S, q = sc.flushes(a, max(int(m), 1))
-    return sc.stage_memory_of(a, P, j, lo, hi, int(q), D)
+    return sc.stage_memory_of(a, P, j, lo, hi, int(q), D, scale)
 
 
-def greedy_memory_cuts(inst: Instance, caps: list[float], m: int, D: int) -> list[int] | None:
+def greedy_memory_cuts(inst: Instance, caps: list[float], m: int, D: int,
+                       scales: list[float] | None = None) -> list[int] | None:
     """Cut vector under which stage j fits in ``caps[j]``, or None.
 
     Each stage takes as many layers as fit; since memory grows with a stage's
@@ -28,16 +30,17 @@ def greedy_memory_cuts(inst: Instance, caps: list[float], m: int, D: int) -> lis
     cut vector whenever one exists for these capacities.
     """
     P, L = len(caps), inst.model.layers
+    sc_ = scales or [1.0] * P           # each stage's largest activation scale (§14)
     cuts, lo = [0], 0
     for j in range(P - 1):
         hi = lo
-        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, m, D) <= caps[j]:
+        while hi + 1 <= L - (P - 1 - j) and stage_memory(inst, P, j, lo, hi + 1, m, D, sc_[j]) <= caps[j]:
             hi += 1
         if hi == lo:
             return None
         cuts.append(hi)
         lo = hi
-    if stage_memory(inst, P, P - 1, lo, L, m, D) > caps[-1]:
+    if stage_memory(inst, P, P - 1, lo, L, m, D, sc_[-1]) > caps[-1]:
         return None
     cuts.append(L)
     return cuts

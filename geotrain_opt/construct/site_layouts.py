@@ -195,9 +195,10 @@ class _SiteSearch:
         self.screened: list[np.ndarray] = []
 
     def constructive(self, g: np.ndarray) -> np.ndarray:
-        """_cuts_for, which depends only on the stages' slowest speed and least memory."""
+        """_cuts_for, which depends only on the stages' slowest speed, least memory and
+        largest activation scale (§14)."""
         a = self.inst.arrays
-        key = np.concatenate([a.speed[g].min(axis=0), a.mem_cap[g].min(axis=0)]).tobytes()
+        key = np.concatenate([a.speed[g].min(axis=0), a.mem_cap[g].min(axis=0), a.act_scale[g].max(axis=0)]).tobytes()
         if key not in self.known:
             self.known[key] = _cuts_for(self.inst, g, self.mb)
         return self.known[key]
@@ -210,7 +211,7 @@ class _SiteSearch:
         else:
             gs = np.array([_unit_grid(self.slots, s) for s in seqs], dtype=np.int64)
         if cuts is None:
-            keys = np.concatenate([a.speed[gs].min(axis=1), a.mem_cap[gs].min(axis=1)], axis=1)
+            keys = np.concatenate([a.speed[gs].min(axis=1), a.mem_cap[gs].min(axis=1), a.act_scale[gs].max(axis=1)], axis=1)
             uniq, inv = np.unique(keys, axis=0, return_inverse=True)
             first = np.zeros(len(uniq), dtype=np.int64)
             first[inv.reshape(-1)[::-1]] = np.arange(len(gs))[::-1]

@@ -282,7 +282,7 @@ class _Terms:
                 inflight = self.qk[k] if a.gpipe else min(P - j, self.qk[k])
                 # §15: ZeRO divides part of the state over the stage's D replicas
                 state = a.state_bytes - a.sharded_bytes + a.sharded_bytes / self.D if a.sharded_bytes else a.state_bytes
-                mem = state * self.N[j] + self.act[j] * inflight
+                mem = state * self.N[j] + self.act[j] * a.act_scale[g] * inflight     # §14: groups without SP
                 if j == P - 1:
                     mem += a.logits * (inflight if self.inst.model.recompute != "full" else 1)
                 memory[plan.grid[k][j]] = mem
@@ -410,7 +410,7 @@ class BatchEvaluator:
         _S, q = sc.flushes(a, np.maximum(mb, 1))
         infl = sc.inflight(a, P, np.arange(P)[None, None, :], q[:, :, None])
         infl = np.broadcast_to(infl, (n, D, P))
-        mem = sc.stage_memory(a, N[:, None, :], act[:, None, :], last[None, None, :], infl, D)
+        mem = sc.stage_memory(a, N[:, None, :], act[:, None, :], last[None, None, :], infl, D, a.act_scale[grid])
         ok = (mem <= a.mem_cap[grid]).all(axis=(1, 2))
         ok &= (np.diff(cuts, axis=1) > 0).all(axis=1) & (cuts[:, 0] == 0) & (cuts[:, -1] == a.L)
         ok &= (mb >= 1).all(axis=1) & (mb.sum(axis=1) == a.M)

@@ -66,17 +66,19 @@ def state_per_param(a: "InstanceArrays", D: Num) -> Num:
     return a.state_bytes - a.sharded_bytes + a.sharded_bytes / D if a.sharded_bytes else a.state_bytes
 
 
-def stage_memory(a: "InstanceArrays", N: Num, act: Num, last: Num, infl: Num, D: Num) -> Num:
-    """Bytes a device of the stage needs: training state, activations, logits."""
-    return state_per_param(a, D) * N + act * infl + np.where(last, a.logits * logits_inflight(a, infl), 0.0)
+def stage_memory(a: "InstanceArrays", N: Num, act: Num, last: Num, infl: Num, D: Num, scale: Num = 1.0) -> Num:
+    """Bytes a device of the stage needs: training state, activations (times the
+    device's ``act_scale``, §14), logits."""
+    return state_per_param(a, D) * N + act * scale * infl + np.where(last, a.logits * logits_inflight(a, infl), 0.0)
 
 
-def stage_memory_of(a: "InstanceArrays", P: int, j: int, lo: int, hi: int, q: int, D: int) -> float:
+def stage_memory_of(a: "InstanceArrays", P: int, j: int, lo: int, hi: int, q: int, D: int,
+                    scale: float = 1.0) -> float:
     """Memory of stage j = layers [lo, hi) of a P-stage pipeline, q micro-batches per
-    flush, D replicas."""
+    flush, D replicas, on a device whose activations are ``scale`` times the model's."""
     first, last = j == 0, j == P - 1
     return float(stage_memory(a, stage_params(a, lo, hi, first, last), stage_act(a, lo, hi), last,
-                              inflight(a, P, j, q), D))
+                              inflight(a, P, j, q), D, scale))
 
 
 def occupancy(a: "InstanceArrays", u: Num, v: Num) -> Num:

@@ -79,7 +79,7 @@ def rank_map(inst: Instance, plan: Plan, hosts: dict[str, str] | None = None) ->
     return {
         "schema": EXPORT_SCHEMA, "plan_schema": PLAN_SCHEMA_TP if plan.groups else PLAN_SCHEMA,
         "instance": inst.name, "world_size": world, "pipeline_stages": P, "data_parallel_replicas": D,
-        "tensor_parallel": t, "sequence_parallel": t > 1, "zero_stage": inst.options.zero_stage,
+        "tensor_parallel": t, "sequence_parallel": t > 1 and inst.options.sequence_parallel, "zero_stage": inst.options.zero_stage,
         "rank_order": "tp-dp-pp",
         "schedule": inst.options.schedule, "micro_batch_size": b, "global_batch": inst.model.global_batch,
         "recompute": inst.model.recompute,
@@ -155,7 +155,7 @@ def to_megatron(inst: Instance, plan: Plan, hosts: dict[str, str] | None = None)
     if plan.stages > 1 and (not inner or sizes[0] != inner[0] or sizes[-1] != inner[0]):
         args += ["--decoder-first-pipeline-num-layers", str(sizes[0]),
                  "--decoder-last-pipeline-num-layers", str(sizes[-1])]
-    if plan.tp > 1:
+    if plan.tp > 1 and inst.options.sequence_parallel:
         args += ["--sequence-parallel"]          # model.md §14: groups run with sequence parallelism
     if inst.options.zero_stage:
         args += ["--use-distributed-optimizer"]  # §15: the optimizer state divided over the replicas

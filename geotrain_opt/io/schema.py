@@ -159,6 +159,9 @@ def instance_schema() -> dict[str, Any]:
                              "host_stack_gbps": _num("host_stack_gbps", positive=True),
                              "zero_stage": {"enum": [0, 1, 2], "description": "ZeRO stage of the data-parallel "
                                                                              "group (model.md §15); default 0"},
+                             "sequence_parallel": {"type": "boolean", "description": "tensor-parallel groups split "
+                                                   "the activations outside their GEMMs too (model.md §14); "
+                                                   "default true"},
                              "tensor_parallel": {"oneOf": [{"const": "auto"},
                                                            {"type": "array", "minItems": 1, "maxItems": 16,
                                                             "uniqueItems": True,

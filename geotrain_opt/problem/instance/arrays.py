@@ -20,6 +20,7 @@ class InstanceArrays:
 
     speed: np.ndarray        # (n,) FLOP/s
     mem_cap: np.ndarray      # (n,) usable bytes = headroom * mem
+    act_scale: np.ndarray    # (n,) activation bytes per the model's (§14: groups without sequence parallelism)
     p_busy: np.ndarray       # (n,) W, times PUE
     p_wait: np.ndarray       # (n,) W, times PUE
     region: np.ndarray       # (n,) int region index
@@ -105,6 +106,7 @@ class InstanceArrays:
         arrs = InstanceArrays(
             speed=np.array([d.speed_at(m.micro_batch * m.seq_len) for d in inst.devices]),
             mem_cap=np.array([d.mem_bytes for d in inst.devices]) * inst.options.memory_headroom,
+            act_scale=np.array([d.act_scale for d in inst.devices], dtype=float),
             p_busy=np.array([d.busy_w for d in inst.devices]) * pue,
             p_wait=np.array([d.wait_w for d in inst.devices]) * pue,
             region=reg,
@@ -121,7 +123,7 @@ class InstanceArrays:
             logits_per_inflight=m.recompute != "full",
             **_clock_tables(inst, pue),
         )
-        for a in (arrs.speed, arrs.mem_cap, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
+        for a in (arrs.speed, arrs.mem_cap, arrs.act_scale, arrs.p_busy, arrs.p_wait, arrs.alpha, arrs.inv_beta,
                   arrs.inv_cap, arrs.cap_alpha, arrs.cross, arrs.w_prefix, arrs.par_prefix, arrs.act_prefix, arrs.clock_frac, arrs.clock_busy):
             a.setflags(write=False)
         return arrs

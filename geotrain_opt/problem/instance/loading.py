@@ -290,7 +290,8 @@ def _gbps(bps: float | None) -> str:
 
 def _read_options(r: _Reader, n: int) -> Options:
     r.unknown_keys({"memory_headroom", "schedule", "batch_split", "max_devices", "exposed_comm",
-                    "accumulation_steps", "host_stack_gbps", "tensor_parallel", "zero_stage"})
+                    "accumulation_steps", "host_stack_gbps", "tensor_parallel", "zero_stage",
+                    "sequence_parallel"})
     head = r.number("memory_headroom", 0.9, positive=True)
     if head > 1:
         raise InstanceError(r.sub("memory_headroom"), f"must be in (0, 1], got {head}")
@@ -302,7 +303,7 @@ def _read_options(r: _Reader, n: int) -> Options:
     stack = 1.0 / units.gbps_to_bytes_per_s(r.number("host_stack_gbps", positive=True)) if r.has("host_stack_gbps") else 0.0
     return Options(head, r.choice("schedule", SCHEDULES, "1f1b"),
                    r.choice("batch_split", BATCH_SPLITS, "uniform"), maxd, kappa, steps, stack,
-                   _read_degrees(r), _read_zero(r))
+                   _read_degrees(r), _read_zero(r), r.flag("sequence_parallel", True))
 
 
 def _read_zero(r: _Reader) -> int:
@@ -409,8 +410,9 @@ def _check_fits(inst: Instance) -> None:
     cap = float(a.mem_cap.max())
     L = a.L
     D = min(inst.n, a.M)            # ZeRO (§15): the most replicas share the state the most
-    first = stage_memory_of(a, 2, 0, 0, 1, 1, D) if L > 1 else stage_memory_of(a, 1, 0, 0, 1, 1, D)
-    last = stage_memory_of(a, 2, 1, L - 1, L, 1, D) if L > 1 else first
+    eta = float(a.act_scale.min())  # §14: the least activation scale (groups without sequence parallelism)
+    first = stage_memory_of(a, 2, 0, 0, 1, 1, D, eta) if L > 1 else stage_memory_of(a, 1, 0, 0, 1, 1, D, eta)
+    last = stage_memory_of(a, 2, 1, L - 1, L, 1, D, eta) if L > 1 else first
     worst, what = (first, "the first stage (embeddings + one layer)") if first > last else (last, "the last stage (one layer + LM head)")
     if worst > cap:
         raise InstanceError("model", f"fits on no subset of devices: {what} needs {worst / units.GIB:.2f} GiB "
@@ -432,7 +434,7 @@ def _check_whole(inst: Instance) -> None:
     k = min(inst.n, L, inst.options.max_devices or inst.n)
     from geotrain_opt.cost.stagecost import state_per_param
     total = (state_per_param(a, min(inst.n, a.M)) * float(a.par_prefix[-1] + a.emb_params + a.head_params)
-             + float(a.act_prefix[-1]) + a.logits)
+             + float(a.act_prefix[-1]) * float(a.act_scale.min()) + a.logits)
     room = float(np.sort(a.mem_cap)[::-1][:k].sum())
     if total > room:
         raise InstanceError("model", f"fits on no subset of devices: one replica needs at least "

@@ -92,6 +92,17 @@ class Model:
             return 34.0 * s * b * h
         return s * b * h * (34.0 + 5.0 * a * s / h)
 
+    def replicated_act_share(self) -> float:
+        """rho (§14): the share of a layer's stored activations that tensor parallelism
+        without sequence parallelism leaves whole on every GPU of a group: the two
+        LayerNorms' inputs and outputs and the two dropout masks, 10 s b h of the
+        34 s b h (+ 5 a s^2 b) of Korthikanti et al. 2022 (Table 2); under full
+        recomputation the one stored input, 2 s b h, all of it."""
+        b, s, h = self.micro_batch, self.seq_len, self.hidden
+        if self.recompute == "full":
+            return 1.0
+        return 10.0 * s * b * h / self.layer_act_bytes()
+
     def boundary_bytes(self) -> float:
         return float(self.micro_batch * self.seq_len * self.hidden * self.precision_bytes)
 
@@ -128,6 +139,9 @@ class Device:
     # clock levels (fraction, busy W), level 0 = (1.0, busy_w), then lower clocks (§10)
     clocks: tuple[tuple[float, float], ...] = ()
     half_tokens: float = 0.0         # §1: tokens per micro-batch at half the efficiency; 0: constant
+    # §14: a tensor-parallel group's activation bytes per the model's (1 + (t - 1) rho
+    # without sequence parallelism, rho the replicated share; 1 otherwise)
+    act_scale: float = 1.0
 
     @property
     def levels(self) -> tuple[tuple[float, float], ...]:
@@ -156,6 +170,9 @@ class Options:
     tensor_parallel: tuple[int, ...] = (1,)
     # §15: ZeRO stage of the data-parallel group (0: none, 1: optimizer state, 2: and gradients)
     zero_stage: int = 0
+    # §14: tensor-parallel groups split the activations that sit outside their GEMMs too
+    # (Megatron-LM's --sequence-parallel); false: those are held whole by every member
+    sequence_parallel: bool = True
 
 
 @dataclass(frozen=True)

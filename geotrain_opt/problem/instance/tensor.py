@@ -63,6 +63,7 @@ def group_device(inst: "Instance", members: Sequence[int]) -> "Device":
     d0 = devs[0]
     return replace(d0, id=group_id([d.id for d in devs]), peak_flops=speed, efficiency=1.0, half_tokens=0.0,
                    mem_bytes=t * min(d.mem_bytes for d in devs), busy_w=sum(d.busy_w for d in devs),
+                   act_scale=1.0 if inst.options.sequence_parallel else 1.0 + (t - 1) * m.replicated_act_share(),
                    wait_w=sum(d.wait_w for d in devs), nic_bps=None, clocks=(),
                    price_per_hour=sum(d.price_per_hour for d in devs))
 

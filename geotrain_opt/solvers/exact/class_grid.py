@@ -142,7 +142,7 @@ class _GridModel:
         self.ell = ell = [md.new_int_var(1, top, f"layers{j}") for j in range(P)]
         md.add(sum(ell) == a.L)
         # a stage's (class, layers) pairs are those that fit in memory
-        self.fits = {(j, c, l): stage_memory_of(a, P, j, 0, l, self.q, D) <= cl.mem[c]
+        self.fits = {(j, c, l): stage_memory_of(a, P, j, 0, l, self.q, D, float(cl.act_scale[c])) <= cl.mem[c]
                      for j in range(P) for c in range(C) for l in range(1, top + 1)}
         self.x = x = [[md.new_int_var(0, C - 1, f"class{k}_{j}") for j in range(P)] for k in range(D)]
         self.on = on = [[[md.new_bool_var("") for _c in range(C)] for _j in range(P)] for _k in range(D)]

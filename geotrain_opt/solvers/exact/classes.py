@@ -30,7 +30,7 @@ def device_classes(inst: Instance, stop: Callable[[], bool] | None = None) -> li
 def _device_classes(inst: Instance, stop: Callable[[], bool] | None = None) -> list[list[int]]:
     a = inst.arrays
     n = inst.n
-    key = [(a.speed[g], a.mem_cap[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
+    key = [(a.speed[g], a.mem_cap[g], a.act_scale[g], a.p_busy[g], a.p_wait[g], a.region[g], inst.devices[g].price_per_hour,
             inst.devices[g].clocks) for g in range(n)]
     # host stacks (mu > 0): nodes matter, and the exposed time is a function of inv_beta and them
     mats = (a.alpha, a.inv_beta, a.exposed.node_cross) if a.mu > 0 else (a.alpha, a.inv_beta)
@@ -125,7 +125,7 @@ def class_twins(inst: Instance) -> list[list[int]]:
     classes = device_classes(inst)
     groups: list[list[int]] = []
     if not a.has_clocks:
-        key = [(len(c), a.speed[c[0]], a.mem_cap[c[0]], a.p_busy[c[0]], a.p_wait[c[0]], a.region[c[0]],
+        key = [(len(c), a.speed[c[0]], a.mem_cap[c[0]], a.act_scale[c[0]], a.p_busy[c[0]], a.p_wait[c[0]], a.region[c[0]],
                 inst.devices[c[0]].price_per_hour) for c in classes]
         mats = [_unit_links(m, classes) for m in (a.alpha, a.inv_beta, a.cross, a.exposed)]
 

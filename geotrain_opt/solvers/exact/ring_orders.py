@@ -92,6 +92,7 @@ class _Classes:
         self.size = [len(m) for m in self.members]
         self.speed = np.array([a.speed[r] for r in rep], dtype=float)
         self.mem = np.array([a.mem_cap[r] for r in rep], dtype=float)
+        self.act_scale = np.array([a.act_scale[r] for r in rep], dtype=float)   # §14
         self.ib = np.zeros((C, C))
         self.al = np.zeros((C, C))
         self.ex = np.zeros((C, C))         # exposed time of a message (kappa o + mu across nodes)

@@ -89,7 +89,7 @@ class _Model:
             self.p_busy = a.clock_busy[first, self.unit_level]
         else:
             self.speed, self.p_busy = a.speed[first], a.p_busy[first]
-        self.mem_cap, self.p_wait = a.mem_cap[first], a.p_wait[first]
+        self.mem_cap, self.p_wait, self.act_scale = a.mem_cap[first], a.p_wait[first], a.act_scale[first]
         self.al, self.ib, self.cross, self.exm = (_unit_links(m, units, self.unit_class)
                                                   for m in (a.alpha, a.inv_beta, a.cross, a.exposed))
         # the units a slot of unit u can talk to: any other, itself only with two members
@@ -312,17 +312,19 @@ class _Model:
                         be.ge(pt, window, 0.0, lits)
 
     def memory(self) -> None:
-        """state*N_j + act_j*inflight (+ logits) <= memory of u if u holds (k, j); state at D (ZeRO, §15)."""
+        """state*N_j + act_j*inflight*scale_u (+ logits) <= memory of u if u holds (k, j); state at D
+        (ZeRO, §15), scale_u the unit's activation scale (groups without sequence parallelism, §14)."""
         a, be, K, J, U, P, x, state = self.a, self.be, self.K, self.J, self.U, self.P, self.x, sc.state_per_param(self.a, self.D)
         for k in K:
             for j in J:
                 for m, _S, q, lits in self.m_cases(k):
                     infl = int(sc.inflight(a, P, j, q))
-                    terms = _scaled(self.Npar[j], state) + _scaled(self.act[j], infl)
+                    params = _scaled(self.Npar[j], state)
                     logits = a.logits * int(sc.logits_inflight(a, infl)) if j == P - 1 else 0.0
                     const = state * self.N_c[j] + logits
                     for u in U:
                         self.tick()
+                        terms = params + _scaled(self.act[j], infl * float(self.act_scale[u]))
                         be.le(terms, float(self.mem_cap[u]) - const, 1.0, (x[u, k, j],) + lits)
 
     def energy(self) -> None:
