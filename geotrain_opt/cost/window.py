@@ -15,9 +15,9 @@ def window_time(row: list[float], x: list[float], tau: float, fill: float, m: in
     the pipeline, w = l - j + 1 of them, closes a cycle B(i, j) -> F(i + W, j) -> ...
     -> B(i + w, j) of weight sum_{j..l} row + 2 sum_{j..l-1} x while stage j has
     forwards left (i + W < q); the flush's last micro-batches then leave at the
-    block's slowest ``tail`` (a stage's backward with its messages, or its link down),
-    or, while a round trip from j can still start, one more of those closes the
-    flush and its last micro-batches leave at the slowest tail below the last stage."""
+    block's slowest ``tail`` (a stage's backward with its messages, or its link down);
+    or the cycles end with one round trip from j (the last that can still start),
+    after which the last micro-batches leave at the slowest tail below the last stage."""
     P = len(row)
     base, extra = divmod(m, S)
     flushes = [(q, count) for q, count in ((base + 1, extra), (base, S - extra)) if count]
