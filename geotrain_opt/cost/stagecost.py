@@ -165,7 +165,10 @@ def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarra
     base = np.floor(m / S)
     extra = m - S * base
     total = np.zeros(row.shape)
-    for q, count in ((base + 1.0, extra), (base, S - extra)):
+    # the two flush sizes (``extra`` flushes of base + 1, the rest of base); a size no
+    # replica of the batch has is skipped (the even split mostly has one)
+    sizes = [(q, count) for q, count in ((base + 1.0, extra), (base, S - extra)) if np.any(count)]
+    for q, count in sizes:
         q, count = q[..., None], count[..., None]
         win = (np.floor((q - 1.0) / W) + 1.0) * around + np.mod(q - 1.0, W) * tau[..., None] + before
         total += count * np.where(W < q, win, fill[..., None] + (q - 1.0) * tau[..., None])
@@ -181,19 +184,22 @@ def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarra
         cycle = cum[..., ll + 1] - cum[..., jj] - hops[..., ll]
         # the slowest drained stage of each block: max of tail[j..l]; after a round trip
         # from j, of every stage j..P-2
-        drain = np.stack([tail[..., j:l + 1].max(axis=-1) for j, l in zip(jj, ll)], axis=-1)
-        drain_all = np.maximum.accumulate(tail[..., :P - 1][..., ::-1], axis=-1)[..., ::-1][..., jj]
+        # span[..., j, l] = max(tail[j..l]): stages before j masked out, then a running max
+        inner = tail[..., :P - 1]
+        below = np.arange(P - 1)[None, :] < np.arange(P - 1)[:, None]              # s < j
+        span = np.maximum.accumulate(np.where(below, -np.inf, inner[..., None, :]), axis=-1)
+        drain, drain_all = span[..., jj, ll], span[..., jj, P - 2]
         block, rounds = np.zeros(cycle.shape), np.zeros(cycle.shape)
-        for q, count in ((base + 1.0, extra), (base, S - extra)):
+        for q, count in sizes:
             q, count = q[..., None], count[..., None]
             closes = q > Wj
             loops = np.where(closes, np.floor((q - 1.0 - Wj) / w) + 1.0, 0.0)
             rest = np.where(closes, q - 1.0 - loops * w, 0.0)
-            cycles = fill[..., None] + loops * cycle + rest * drain
+            filled = fill[..., None] + loops * cycle
+            block += count * (filled + rest * drain)
             # or the cycles while a round trip can still start, then that round trip
-            rounds += count * np.where(closes, fill[..., None] + (loops - 1.0) * cycle + around[..., jj]
-                                       + (rest + w - Wj) * drain_all, fill[..., None])
-            block += count * cycles
+            rounds += count * np.where(closes, filled - cycle + around[..., jj] + (rest + w - Wj) * drain_all,
+                                       fill[..., None])
         out = np.maximum(out, np.maximum(block, rounds).max(axis=-1))
     return out
 
