@@ -174,34 +174,52 @@ def window_time(row: np.ndarray, x: np.ndarray, tau: np.ndarray, fill: np.ndarra
         total += count * np.where(W < q, win, fill[..., None] + (q - 1.0) * tau[..., None])
     out = total.max(axis=-1)
     if P > 2:
-        # blocks j..l inside the pipeline (2 <= w = l - j + 1, l < P - 1): B(i, j) ->
-        # F(i + W_j, j) -> ... -> B(i + w, j), one cycle each, while i + W_j < q
-        cum = np.concatenate([pad, np.cumsum(row + hops, axis=-1)], axis=-1)      # (..., P+1)
-        jj, ll = np.triu_indices(P - 1, k=1)                                       # j < l <= P-2
-        w = (ll - jj + 1).astype(float)
-        Wj = W[jj]
-        # sum_{j..l} row + 2 sum_{j..l-1} x = cum[l+1] - cum[j] - 2 x_l
-        cycle = cum[..., ll + 1] - cum[..., jj] - hops[..., ll]
-        # the slowest drained stage of each block: max of tail[j..l]; after a round trip
-        # from j, of every stage j..P-2
-        # span[..., j, l] = max(tail[j..l]): stages before j masked out, then a running max
-        inner = tail[..., :P - 1]
-        below = np.arange(P - 1)[None, :] < np.arange(P - 1)[:, None]              # s < j
-        span = np.maximum.accumulate(np.where(below, -np.inf, inner[..., None, :]), axis=-1)
-        drain, drain_all = span[..., jj, ll], span[..., jj, P - 2]
-        block, rounds = np.zeros(cycle.shape), np.zeros(cycle.shape)
-        for q, count in sizes:
-            q, count = q[..., None], count[..., None]
-            closes = q > Wj
-            loops = np.where(closes, np.floor((q - 1.0 - Wj) / w) + 1.0, 0.0)
-            rest = np.where(closes, q - 1.0 - loops * w, 0.0)
-            filled = fill[..., None] + loops * cycle
-            block += count * (filled + rest * drain)
-            # or the cycles while a round trip can still start, then that round trip
-            rounds += count * np.where(closes, filled - cycle + around[..., jj] + (rest + w - Wj) * drain_all,
-                                       fill[..., None])
-        out = np.maximum(out, np.maximum(block, rounds).max(axis=-1))
+        out = np.maximum(out, _blocks(row, hops, W, tail, fill, around, sizes))
     return out
+
+
+def _blocks(row: np.ndarray, hops: np.ndarray, W: np.ndarray, tail: np.ndarray, fill: np.ndarray,
+            around: np.ndarray, sizes: list) -> np.ndarray:
+    """Blocks j..l inside the pipeline (2 <= w = l - j + 1, l < P - 1; model.md §3.1):
+    B(i, j) -> F(i + W_j, j) -> ... -> B(i + w, j), one cycle each while i + W_j < q,
+    then the block's slowest drained stage, or the cycles then a round trip from j and
+    the slowest drained stage below the last: the larger, summed over the flush sizes."""
+    P = row.shape[-1]
+    cum = np.concatenate([np.zeros(row.shape[:-1] + (1,)), np.cumsum(row + hops, axis=-1)], axis=-1)
+    cumh = cum[..., 1:P] - hops[..., :P - 1]            # cum[l+1] - 2 x_l: cycle = cumh[l] - cum[j]
+    jj, ll = np.triu_indices(P - 1, k=1)                 # j < l <= P-2
+    w, Wj = (ll - jj + 1).astype(float), W[jj]
+    # span[..., j, l] = max(tail[j..l]): stages before j masked out, then a running max
+    below = np.arange(P - 1)[None, :] < np.arange(P - 1)[:, None]              # s < j
+    span = np.maximum.accumulate(np.where(below, -np.inf, tail[..., None, :P - 1]), axis=-1)
+    if len(sizes) == 1 and np.ptp(sizes[0][0]) == 0:
+        # one flush size for the whole batch (the even split, the common case): the counts
+        # are vectors over the blocks, a block whose cycle never closes adds nothing to
+        # the fill, and the flush count and fill factor out of the maximum
+        q, count = float(sizes[0][0].flat[0]), sizes[0][1]
+        keep = q > Wj
+        if not keep.any():
+            return np.zeros(fill.shape)
+        jj, ll, w, Wj = jj[keep], ll[keep], w[keep], Wj[keep]
+        loops = np.floor((q - 1.0 - Wj) / w) + 1.0
+        rest = q - 1.0 - loops * w
+        cycle = cumh[..., ll] - cum[..., jj]
+        cycles = loops * cycle + rest * span[..., jj, ll]
+        ends = (loops - 1.0) * cycle + around[..., jj] + (rest + w - Wj) * span[..., jj, P - 2]
+        return count * (fill + np.maximum(cycles, ends).max(axis=-1))
+    cycle = cumh[..., ll] - cum[..., jj]
+    drain, drain_all = span[..., jj, ll], span[..., jj, P - 2]
+    block, rounds = np.zeros(cycle.shape), np.zeros(cycle.shape)
+    for q, count in sizes:
+        q, count = q[..., None], count[..., None]
+        closes = q > Wj
+        loops = np.where(closes, np.floor((q - 1.0 - Wj) / w) + 1.0, 0.0)
+        rest = np.where(closes, q - 1.0 - loops * w, 0.0)
+        filled = fill[..., None] + loops * cycle
+        block += count * (filled + rest * drain)
+        ends = filled - cycle + around[..., jj] + (rest + w - Wj) * drain_all
+        rounds += count * np.where(closes, ends, fill[..., None])
+    return np.maximum(block, rounds).max(axis=-1)
 
 
 def wan_periods(a: "InstanceArrays", g: np.ndarray) -> np.ndarray:
